@@ -1,0 +1,1 @@
+"""Development and local-run tooling for tiered-kafka, never production."""

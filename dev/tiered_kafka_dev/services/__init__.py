@@ -1,0 +1,26 @@
+"""Real local services for tests and local runs: Redis, ZooKeeper and an S3 endpoint (SeaweedFS).
+
+Each launcher starts its service as a child process on free 127.0.0.1 ports, in a temporary directory of
+its own, waits until it answers, and on stop ends exactly the process it started and removes the directory::
+
+    with RedisServer() as redis_server, S3Server() as s3:
+        ...  # redis_server.url, s3.endpoint_url, s3.client()
+
+The programs come from ``dev/install.sh``; a missing one raises :class:`MissingBinaryError`.
+``python -m tiered_kafka_dev.services`` runs them until Ctrl-C, and :mod:`.pytest_plugin` has fixtures.
+"""
+
+from ._process import LocalService, MissingBinaryError, ServiceError, ServiceStartError
+from ._redis import RedisServer
+from ._s3 import S3Server
+from ._zookeeper import ZooKeeperServer
+
+__all__ = [
+    "LocalService",
+    "MissingBinaryError",
+    "RedisServer",
+    "S3Server",
+    "ServiceError",
+    "ServiceStartError",
+    "ZooKeeperServer",
+]

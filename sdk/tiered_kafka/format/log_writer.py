@@ -1,0 +1,559 @@
+"""A log.dir writer: appends record batches to a partition directory the way a Kafka broker does.
+
+Java: ``UnifiedLog``, ``LocalLog``, ``LogSegment``. The rules it follows, per append:
+
+Roll (``LogSegment.shouldRoll``), checked before an append of ``messagesSize`` bytes:
+    size > segment.bytes - messagesSize, or
+    size > 0 and (maxTimestamp of the new batches - maxTimestamp of the segment's first batch)
+        > segment.ms (now - segment creation time when the segment has no timestamp yet), or
+    the offset or time index is full (segment.index.bytes), or
+    the new last offset does not fit a 32-bit offset relative to the segment base.
+  The new segment is based at the first offset being appended; the old one gets its final
+  time index entry and its index files are trimmed to their entries.
+
+Indexes (``LogSegment.append``), per batch, *before* counting the batch's bytes:
+    if bytesSinceLastIndexEntry > index.interval.bytes:
+        offset index += (batch.lastOffset, position of the batch)
+        time index   += (maxTimestampSoFar, offsetOfMaxTimestampSoFar) if the timestamp grew
+        bytesSinceLastIndexEntry = 0
+    bytesSinceLastIndexEntry += batch size
+  where maxTimestampSoFar/offsetOfMaxTimestampSoFar track the largest batch maxTimestamp and
+  the offset of the first record holding it (checked against broker-written fixtures). Active index files are preallocated (sparse, zero-filled) to
+  segment.index.bytes, as Kafka's mmap'd indexes are.
+
+Retention (``UnifiedLog.deleteOldSegments``), oldest segment first, stopping at the first
+segment that does not qualify, never deleting an empty active segment:
+    retention.ms:    now - segment max timestamp > retention.ms
+    retention.bytes: total size - segment size >= retention.bytes (cumulative)
+    log start:       the next segment's base offset <= log start offset
+  If every segment qualifies the log first rolls a new empty one. Deleted segments' files are
+  renamed ``.deleted`` and removed after file.delete.delay.ms; the log start offset moves to
+  the first remaining segment's base offset.
+
+The log start offset also moves by ``delete_records`` (the DeleteRecords API).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tiered_kafka.errors import FormatError, LogWriteError
+from tiered_kafka.format import offset_index, time_index
+from tiered_kafka.format.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+    write_atomically,
+)
+from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.record_batch import (
+    NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP,
+    Codec,
+    RecordBatch,
+    iter_batches,
+    set_base_offset,
+    set_legacy_offset,
+)
+from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Offsets and position of one append (Java ``LogAppendInfo``)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    base_position: int
+    segment_base_offset: int
+    size: int
+
+
+@dataclass(slots=True)
+class _Segment:
+    """One segment: its files, size and the state the index rules need."""
+
+    directory: Path
+    base_offset: int
+    created_ms: int
+    size: int = 0
+    next_offset: int = 0
+    index_entries: int = 0
+    time_entries: int = 0
+    last_time_entry: time_index.TimestampOffset = field(default=time_index.TimestampOffset(NO_TIMESTAMP, 0))
+    bytes_since_last_index_entry: int = 0
+    max_timestamp: int = NO_TIMESTAMP
+    offset_of_max_timestamp: int = -1
+    first_batch_timestamp: int | None = None
+
+    def path(self, kind: FileKind, suffix: Suffix = Suffix.NONE) -> Path:
+        return self.directory / segment_file_name(self.base_offset, kind, suffix)
+
+    def files(self) -> list[Path]:
+        kinds = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX, FileKind.TXNINDEX, FileKind.SNAPSHOT)
+        return [p for p in (self.path(k) for k in kinds) if p.exists()]
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+
+class PartitionLog:
+    """The log of one partition in ``{log.dir}/{topic}-{partition}``.
+
+    Not thread-safe: one writer per partition, as in the broker. Use ``create`` for a new
+    partition and ``open`` to continue an existing directory (which recovers the active
+    segment: verifies CRCs, cuts a torn tail, rebuilds its indexes).
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock) -> None:
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self._segments: list[_Segment] = []
+        self._log_start_offset = 0
+        self._epochs: list[EpochEntry] = []
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._log_file: object | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, directory: Path, config: LogConfig | None = None, *, start_offset: int = 0, clock: Clock = wall_clock_ms
+    ) -> PartitionLog:
+        """A new, empty partition log whose first offset will be ``start_offset``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if any(SegmentFileName.try_parse(p.name) for p in directory.iterdir()):
+            raise LogWriteError(f"{directory} already holds segments; use PartitionLog.open")
+        plog = cls(directory, config or LogConfig(), clock)
+        plog._log_start_offset = start_offset
+        plog._new_segment(start_offset)
+        return plog
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> PartitionLog:
+        """Reopen a partition directory and continue its offsets.
+
+        Leftover ``.deleted`` and ``.cleaned`` files are removed, as the broker does on start.
+        ``log_start_offset`` comes from the broker's log-start-offset-checkpoint; it defaults to
+        the first segment's base offset.
+        """
+        if not directory.is_dir():
+            raise LogWriteError(f"{directory} is not a partition directory")
+        plog = cls(directory, config or LogConfig(), clock)
+        bases: list[int] = []
+        for path in sorted(directory.iterdir()):
+            name = SegmentFileName.try_parse(path.name)
+            if name is None:
+                continue
+            if name.suffix in (Suffix.DELETED, Suffix.CLEANED):
+                path.unlink()
+            elif name.suffix == Suffix.SWAP:
+                raise LogWriteError(f"{path}: log cleaner .swap files are not supported by this writer")
+            elif name.kind == FileKind.LOG:
+                bases.append(name.base_offset)
+        if not bases:
+            raise LogWriteError(f"{directory} holds no .log segment")
+        for base in bases[:-1]:
+            plog._segments.append(plog._load_rotated(base))
+        plog._segments.append(plog._recover_active(bases[-1]))
+        first = plog._segments[0].base_offset
+        plog._log_start_offset = max(first, log_start_offset if log_start_offset is not None else first)
+        epoch_file = directory / LEADER_EPOCH_CHECKPOINT
+        if epoch_file.exists():
+            plog._epochs = parse_leader_epoch_checkpoint(epoch_file.read_text(), str(epoch_file))
+        return plog
+
+    def close(self) -> None:
+        """Add the active segment's final time index entry and trim its indexes, like a clean shutdown."""
+        if self._segments:
+            self._seal(self._active)
+        self._close_log_file()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def _active(self) -> _Segment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned (also the high watermark: this log has one replica)."""
+        return self._active.next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return [s.base_offset for s in self._segments]
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        return self._active.base_offset
+
+    @property
+    def leader_epochs(self) -> list[EpochEntry]:
+        return list(self._epochs)
+
+    # -- append ----------------------------------------------------------------------------
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
+        """Append the record batches in ``records`` (one produce request's worth, or one batch).
+
+        With ``assign_offsets`` (the leader's path) batches get consecutive offsets from the log
+        end offset and ``leader_epoch`` as partitionLeaderEpoch; their bytes are otherwise stored
+        as given. Without it (replaying existing segments) each batch keeps its offsets, which
+        must lie at or past the log end offset. CRCs are verified first, so a corrupt batch is
+        refused whole and nothing is written.
+        """
+        data = bytearray(records)
+        batches = list(iter_batches(data))
+        if not batches:
+            raise LogWriteError("nothing to append: no record batch in the data")
+        next_offset = self.log_end_offset
+        for batch in batches:
+            if assign_offsets:
+                self._assign_offset(batch, next_offset, leader_epoch)
+            elif batch.base_offset < next_offset:
+                raise LogWriteError(
+                    f"batch base offset {batch.base_offset} is below the log end offset {next_offset} of {self.directory}"
+                )
+            next_offset = batch.last_offset + 1
+
+        first_offset, last_offset = batches[0].base_offset, batches[-1].last_offset
+        max_timestamp = max(b.max_timestamp for b in batches)
+        if self._should_roll(len(data), max_timestamp, last_offset):
+            self.roll(first_offset)
+        segment = self._active
+        if last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
+            raise LogWriteError(f"offsets {first_offset}..{last_offset} do not fit one segment")
+        base_position = segment.size
+        self._write_batches(segment, data, batches)
+        for batch in batches:
+            self._maybe_assign_epoch(batch)
+        return AppendInfo(first_offset, last_offset, max_timestamp, base_position, segment.base_offset, len(data))
+
+    def _assign_offset(self, batch: RecordBatch, offset: int, leader_epoch: int | None) -> None:
+        if batch.magic >= 2:
+            set_base_offset(batch.buffer, offset, leader_epoch)
+        elif batch.codec == Codec.NONE:
+            set_legacy_offset(batch.buffer, offset)
+        elif batch.magic == 1:
+            set_legacy_offset(batch.buffer, offset + batch.record_count - 1)  # inner offsets are relative
+        else:
+            raise LogWriteError("a compressed magic 0 message set needs recompression to assign offsets; not supported")
+
+    def _should_roll(self, messages_size: int, max_timestamp: int, max_offset: int) -> bool:
+        segment, config = self._active, self.config
+        if segment.size > config.segment_bytes - messages_size:
+            return True
+        if segment.size > 0:
+            if segment.first_batch_timestamp is not None and segment.first_batch_timestamp >= 0:
+                waited = max_timestamp - segment.first_batch_timestamp
+            else:
+                waited = self.clock() - segment.created_ms
+            if waited > config.segment_ms:
+                return True
+        if segment.index_entries >= config.segment_index_bytes // offset_index.ENTRY_SIZE:
+            return True
+        if segment.time_entries >= config.segment_index_bytes // time_index.ENTRY_SIZE:
+            return True
+        return max_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+
+    def _write_batches(self, segment: _Segment, data: bytearray, batches: list[RecordBatch]) -> None:
+        log_file = self._open_log_file()
+        log_file.write(data)
+        log_file.flush()
+        self._index_batches(segment, batches)
+
+    def _index_batches(self, segment: _Segment, batches: list[RecordBatch]) -> None:
+        """Apply the index rules of the module docstring to batches just written at segment.size."""
+        index_start = segment.index_entries * offset_index.ENTRY_SIZE
+        time_start = segment.time_entries * time_index.ENTRY_SIZE
+        position = segment.size
+        index_bytes = bytearray()
+        time_bytes = bytearray()
+        for batch in batches:
+            if segment.first_batch_timestamp is None:
+                segment.first_batch_timestamp = batch.max_timestamp
+            if batch.max_timestamp > segment.max_timestamp:
+                segment.max_timestamp = batch.max_timestamp
+                segment.offset_of_max_timestamp = batch.offset_of_max_timestamp()
+            if segment.bytes_since_last_index_entry > self.config.index_interval_bytes:
+                index_bytes += offset_index.encode_entry(segment.base_offset, batch.last_offset, position)
+                segment.index_entries += 1
+                time_bytes += self._time_entry(segment)
+                segment.bytes_since_last_index_entry = 0
+            position += batch.size
+            segment.bytes_since_last_index_entry += batch.size
+        _write_at(segment.path(FileKind.INDEX), index_start, index_bytes)
+        _write_at(segment.path(FileKind.TIMEINDEX), time_start, time_bytes)
+        segment.size = position
+        segment.next_offset = batches[-1].last_offset + 1
+
+    def _time_entry(self, segment: _Segment) -> bytes:
+        """Kafka's ``TimeIndex.maybeAppend``: an entry only when the max timestamp grew."""
+        if segment.max_timestamp <= segment.last_time_entry.timestamp:
+            return b""
+        segment.last_time_entry = time_index.TimestampOffset(segment.max_timestamp, segment.offset_of_max_timestamp)
+        segment.time_entries += 1
+        return time_index.encode_entry(segment.base_offset, segment.max_timestamp, segment.offset_of_max_timestamp)
+
+    def _maybe_assign_epoch(self, batch: RecordBatch) -> None:
+        """Record a new leader epoch's start offset (Java ``LeaderEpochFileCache.assign``)."""
+        epoch = batch.partition_leader_epoch
+        if epoch == NO_PARTITION_LEADER_EPOCH or (self._epochs and epoch <= self._epochs[-1].epoch):
+            return
+        self._epochs.append(EpochEntry(epoch, batch.base_offset))
+        write_atomically(self.directory / LEADER_EPOCH_CHECKPOINT, format_leader_epoch_checkpoint(self._epochs).encode())
+
+    # -- roll ------------------------------------------------------------------------------
+    def roll(self, base_offset: int | None = None) -> int:
+        """Seal the active segment and start a new one at ``base_offset`` (default: log end offset)."""
+        base = self.log_end_offset if base_offset is None else base_offset
+        if base < self.log_end_offset:
+            raise LogWriteError(f"cannot roll to {base}, below the log end offset {self.log_end_offset}")
+        self._seal(self._active)
+        self._close_log_file()
+        self._new_segment(base)
+        return base
+
+    def _new_segment(self, base_offset: int) -> None:
+        segment = _Segment(self.directory, base_offset, created_ms=self.clock(), next_offset=base_offset)
+        segment.last_time_entry = time_index.TimestampOffset(NO_TIMESTAMP, base_offset)
+        if segment.path(FileKind.LOG).exists():
+            raise LogWriteError(f"segment {segment.path(FileKind.LOG)} already exists")
+        segment.path(FileKind.LOG).touch()
+        self._preallocate_indexes(segment)
+        self._segments.append(segment)
+
+    def _preallocate_indexes(self, segment: _Segment) -> None:
+        """Create empty index files sized to segment.index.bytes (sparse, like Kafka's mmap'd indexes)."""
+        for kind, entry_size in ((FileKind.INDEX, offset_index.ENTRY_SIZE), (FileKind.TIMEINDEX, time_index.ENTRY_SIZE)):
+            with open(segment.path(kind), "wb") as f:
+                f.truncate(self.config.segment_index_bytes // entry_size * entry_size)
+
+    def _seal(self, segment: _Segment) -> None:
+        """Kafka's ``onBecomeInactiveSegment`` / ``close``: final time entry, trim the indexes."""
+        time_start = segment.time_entries * time_index.ENTRY_SIZE
+        _write_at(segment.path(FileKind.TIMEINDEX), time_start, self._time_entry(segment))
+        os.truncate(segment.path(FileKind.INDEX), segment.index_entries * offset_index.ENTRY_SIZE)
+        os.truncate(segment.path(FileKind.TIMEINDEX), segment.time_entries * time_index.ENTRY_SIZE)
+
+    def _open_log_file(self):  # type: ignore[no-untyped-def]
+        if self._log_file is None:
+            self._log_file = open(self._active.path(FileKind.LOG), "ab", buffering=0)
+        return self._log_file
+
+    def _close_log_file(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file = None
+
+    # -- loading ---------------------------------------------------------------------------
+    def _load_rotated(self, base: int) -> _Segment:
+        segment = _Segment(self.directory, base, created_ms=self.clock(), next_offset=base)
+        data = segment.path(FileKind.LOG).read_bytes()
+        for batch in iter_batches(data, verify_crc=False):
+            self._track(segment, batch)
+        segment.size = len(data)
+        segment.index_entries = len(offset_index.OffsetIndex.read(segment.path(FileKind.INDEX), base))
+        times = time_index.TimeIndex.read(segment.path(FileKind.TIMEINDEX), base)
+        segment.time_entries, segment.last_time_entry = len(times), times.last_entry
+        return segment
+
+    def _recover_active(self, base: int) -> _Segment:
+        """Kafka's ``LogSegment.recover``: keep the valid prefix of the .log, rebuild the indexes."""
+        segment = _Segment(self.directory, base, created_ms=self.clock(), next_offset=base)
+        segment.last_time_entry = time_index.TimestampOffset(NO_TIMESTAMP, base)
+        log_path = segment.path(FileKind.LOG)
+        data = bytearray(log_path.read_bytes())
+        batches: list[RecordBatch] = []
+        try:
+            for batch in iter_batches(data):
+                batches.append(batch)
+        except FormatError as err:  # a torn or corrupt tail: truncate it, as the broker's recovery does
+            valid = batches[-1].next_position if batches else 0
+            log.warning("recovering %s: truncating at position %d of %d: %s", log_path, valid, len(data), err)
+            os.truncate(log_path, valid)
+        self._preallocate_indexes(segment)
+        if batches:
+            self._index_batches(segment, batches)
+        return segment
+
+    def _track(self, segment: _Segment, batch: RecordBatch) -> None:
+        if segment.first_batch_timestamp is None:
+            segment.first_batch_timestamp = batch.max_timestamp
+        if batch.max_timestamp > segment.max_timestamp:
+            segment.max_timestamp = batch.max_timestamp
+            segment.offset_of_max_timestamp = batch.offset_of_max_timestamp()
+        segment.next_offset = batch.last_offset + 1
+
+    # -- retention -------------------------------------------------------------------------
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords); returns the new log start.
+
+        Raises LogWriteError when ``offset`` is past the high watermark. Segments wholly below
+        the new log start are deleted by the next ``apply_retention``.
+        """
+        if offset > self.log_end_offset:
+            raise LogWriteError(f"cannot delete records up to {offset}: past the high watermark {self.log_end_offset}")
+        self._log_start_offset = max(self._log_start_offset, offset)
+        return self._log_start_offset
+
+    def apply_retention(self) -> list[int]:
+        """One retention check (the broker's ``log.retention.check.interval.ms`` task).
+
+        Deletes segments breaching retention.ms, retention.bytes or the log start offset, then
+        removes ``.deleted`` files whose file.delete.delay.ms has passed. Returns the base
+        offsets of the segments deleted by this call.
+        """
+        now = self.clock()
+        deleted: list[int] = []
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_segments_while(lambda s, _: now - _largest_timestamp(s) > self.config.retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(segment: _Segment, _next: _Segment | None) -> bool:
+                nonlocal excess
+                if excess - segment.size >= 0:
+                    excess -= segment.size
+                    return True
+                return False
+
+            deleted += self._delete_segments_while(over_size)
+        deleted += self._delete_segments_while(
+            lambda _, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset
+        )
+        self.delete_expired_files()
+        return deleted
+
+    def _delete_segments_while(self, predicate: Callable[[_Segment, _Segment | None], bool]) -> list[int]:
+        doomed: list[_Segment] = []
+        for i, segment in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            if nxt is None and segment.size == 0:
+                break
+            if not predicate(segment, nxt):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return []
+        if len(doomed) == len(self._segments):
+            self.roll()
+        now = self.clock()
+        for segment in doomed:
+            renamed = []
+            for path in segment.files():
+                target = path.with_name(path.name + "." + Suffix.DELETED.value)
+                path.rename(target)
+                renamed.append(target)
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, renamed))
+            self._segments.remove(segment)
+            log.info("scheduled deletion of segment %d of %s", segment.base_offset, self.directory)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        return [s.base_offset for s in doomed]
+
+    def delete_expired_files(self) -> int:
+        """Remove ``.deleted`` files whose delay has passed; returns how many were removed."""
+        now, removed, keep = self.clock(), 0, []
+        for due, paths in self._pending_deletes:
+            if due > now:
+                keep.append((due, paths))
+                continue
+            for path in paths:
+                path.unlink(missing_ok=True)
+                removed += 1
+        self._pending_deletes = keep
+        return removed
+
+    # -- reading ---------------------------------------------------------------------------
+    def segment_for(self, offset: int) -> _Segment:
+        if not self._log_start_offset <= offset < self.log_end_offset:
+            raise LogWriteError(
+                f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}) of {self.directory}"
+            )
+        return next(s for s in reversed(self._segments) if s.base_offset <= offset)
+
+    def read(self, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        """Bytes of whole batches starting with the one holding ``offset`` (Kafka's ``LocalLog.read``).
+
+        Returns (file position, bytes). At least one whole batch is returned even when it is
+        larger than ``max_bytes`` (KIP-74); otherwise batches stop before exceeding it.
+        """
+        segment = self.segment_for(offset)
+        entry = offset_index.OffsetIndex.read(segment.path(FileKind.INDEX), segment.base_offset).lookup(offset)
+        with open(segment.path(FileKind.LOG), "rb") as f:
+            f.seek(entry.position)
+            data = f.read(segment.size - entry.position)
+        start = end = None
+        for batch in iter_batches(data, position=entry.position, verify_crc=False):
+            if start is None:
+                if batch.last_offset < offset:
+                    continue
+                start = batch.position
+            elif batch.next_position - start > max_bytes:
+                break
+            end = batch.next_position
+        if start is None or end is None:
+            return segment.size, b""
+        return start, data[start - entry.position : end - entry.position]
+
+    def iter_segment_files(self) -> Iterator[tuple[int, Path]]:
+        """(base offset, .log path) of every live segment, oldest first."""
+        for segment in self._segments:
+            yield segment.base_offset, segment.path(FileKind.LOG)
+
+
+def _largest_timestamp(segment: _Segment) -> int:
+    """Kafka's ``LogSegment.largestTimestamp``: max timestamp, or the file's mtime without one."""
+    if segment.max_timestamp >= 0:
+        return segment.max_timestamp
+    return int(segment.path(FileKind.LOG).stat().st_mtime * 1000)
+
+
+def _write_at(path: Path, position: int, data: bytes | bytearray) -> None:
+    if not data:
+        return
+    with open(path, "r+b") as f:
+        f.seek(position)
+        f.write(data)

@@ -1,0 +1,477 @@
+"""Record batches: the contents of a segment's ``.log`` file and of Fetch/Produce payloads.
+
+A ``.log`` file is a plain concatenation of record batches. Java: ``org.apache.kafka.common.record``
+(``DefaultRecordBatch`` for magic 2, ``AbstractLegacyRecordBatch`` for magic 0/1), KIP-98.
+
+Magic 2 batch header (``DefaultRecordBatch``), big-endian, 61 bytes::
+
+    baseOffset           int64   first offset of the batch          } the "log overhead":
+    batchLength          int32   bytes after this field             } same place in every magic
+    partitionLeaderEpoch int32   set by the broker on append
+    magic                int8    2
+    crc                  uint32  CRC-32C of attributes .. end of batch
+    attributes           int16   see ATTR_* below
+    lastOffsetDelta      int32   last offset - baseOffset
+    baseTimestamp        int64   timestamp of the first record
+    maxTimestamp         int64   largest timestamp in the batch
+    producerId           int64   -1 unless idempotent/transactional
+    producerEpoch        int16
+    baseSequence         int32
+    recordCount          int32
+    records              ...     varint-framed; one compressed block when codec != 0
+
+The CRC starts at ``attributes`` so that the broker can rewrite ``baseOffset`` and
+``partitionLeaderEpoch`` on append without recomputing it (the log.dir writer relies on that).
+
+Magic 0/1 "message sets" share the first 12 bytes (offset int64, messageSize int32), then
+``crc uint32`` (CRC-32 of magic .. end), ``magic int8``, ``attributes int8``, ``timestamp int64``
+(magic 1 only), key and value (int32 length-prefixed). A compressed legacy message wraps an
+inner message set in its value; its offset is the offset of the last inner message.
+
+Decoding the records themselves (varints, decompression through cramjam's codecs, including
+the xerial snappy framing Java producers write) is delegated to aiokafka's C-accelerated
+``DefaultRecordBatch``/``LegacyRecordBatch``, measured in ``bench/bench_decode.py``. This module
+owns the framing: where each batch starts and ends, its header fields, and every validation
+that must produce a clear error naming the batch offset and file position.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Protocol
+
+import crc32c
+from aiokafka.record.default_records import DefaultRecordBatch as _AioDefaultRecordBatch
+from aiokafka.record.legacy_records import LegacyRecordBatch as _AioLegacyRecordBatch
+
+from tiered_kafka.errors import CorruptRecordError, TruncatedRecordError, UnsupportedCodecError
+
+#: Which record decoder loaded: "c" (aiokafka's Cython extension) or "python" (its pure-Python
+#: reference, forced by AIOKAFKA_NO_EXTENSIONS=1 or when the extension is unavailable).
+DECODER_IMPLEMENTATION = "c" if "._crecords." in _AioDefaultRecordBatch.__module__ else "python"
+
+# -- layout -------------------------------------------------------------------------------
+
+#: baseOffset int64, batchLength int32: the prefix shared by every magic ("LOG_OVERHEAD").
+LOG_OVERHEAD_STRUCT = struct.Struct(">qi")
+LOG_OVERHEAD = LOG_OVERHEAD_STRUCT.size  # 12
+
+#: The magic 2 header, one field per format character (names as in the docstring above).
+HEADER_V2_STRUCT = struct.Struct(
+    ">q"  # baseOffset
+    "i"  # batchLength
+    "i"  # partitionLeaderEpoch
+    "b"  # magic
+    "I"  # crc
+    "h"  # attributes
+    "i"  # lastOffsetDelta
+    "q"  # baseTimestamp
+    "q"  # maxTimestamp
+    "q"  # producerId
+    "h"  # producerEpoch
+    "i"  # baseSequence
+    "i"  # recordCount
+)
+HEADER_V2_SIZE = HEADER_V2_STRUCT.size  # 61
+PARTITION_LEADER_EPOCH_OFFSET = struct.calcsize(">qi")  # 12
+MAGIC_OFFSET = struct.calcsize(">qii")  # 16
+CRC_OFFSET = MAGIC_OFFSET + struct.calcsize(">b")  # 17
+ATTRIBUTES_OFFSET = CRC_OFFSET + struct.calcsize(">I")  # 21: the CRC covers from here on
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + struct.calcsize(">h")  # 23
+MAX_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + struct.calcsize(">iq")  # 35
+RECORD_COUNT_OFFSET = HEADER_V2_SIZE - struct.calcsize(">i")  # 57
+
+#: Magic 0/1 message header after the log overhead: crc uint32, magic int8, attributes int8,
+#: then timestamp int64 (magic 1 only), key length int32, value length int32.
+LEGACY_CRC_OFFSET = LOG_OVERHEAD  # 12
+LEGACY_MAGIC_OFFSET = LOG_OVERHEAD + struct.calcsize(">I")  # 16, as in magic 2
+LEGACY_ATTRIBUTES_OFFSET = LEGACY_MAGIC_OFFSET + 1
+LEGACY_TIMESTAMP_OFFSET = LEGACY_ATTRIBUTES_OFFSET + 1  # magic 1 only
+LEGACY_MIN_SIZE = {0: struct.calcsize(">Ibbii"), 1: struct.calcsize(">Ibbqii")}  # 14, 22
+
+#: batchLength of a magic 2 batch with no records: the header minus the log overhead.
+V2_MIN_BATCH_LENGTH = HEADER_V2_SIZE - LOG_OVERHEAD  # 49
+
+#: Kafka refuses batches above message.max.bytes; nothing legitimate exceeds 2 GiB - 1, and a
+#: length beyond the buffer is reported as truncation. This bound only catches absurd values.
+MAX_BATCH_LENGTH = 2**31 - 1 - LOG_OVERHEAD
+
+#: Batches at least this large are CRC-checked with the ``crc32c`` package (hardware, ~20 GB/s);
+#: smaller ones with aiokafka's C routine, whose per-call overhead is lower (bench/bench_decode.py).
+_LARGE_BATCH_CRC_THRESHOLD = 16 * 1024
+
+NO_PRODUCER_ID = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+
+class Codec(enum.IntEnum):
+    """Compression codec ids, attributes bits 0-2 (Java ``CompressionType``)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(enum.IntEnum):
+    """Attributes bit 3 (Java ``TimestampType``); magic 0 has no timestamps."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ControlRecordType(enum.IntEnum):
+    """Key of a control record: version int16, type int16 (Java ``ControlRecordType``)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+ATTR_CODEC_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40  # KIP-534: baseTimestamp holds the delete horizon
+CONTROL_KEY_STRUCT = struct.Struct(">hh")  # version, type
+
+_LENGTH = struct.Struct(">i").unpack_from
+_INT64 = struct.Struct(">q").unpack_from
+_INT32 = struct.Struct(">i").unpack_from
+_UINT32 = struct.Struct(">I").unpack_from
+_INT16 = struct.Struct(">h").unpack_from
+
+
+class Record(Protocol):
+    """One record as decoded from a batch (aiokafka's C record objects satisfy this).
+
+    ``timestamp_type`` is 0 (CreateTime), 1 (LogAppendTime) or None (magic 0).
+    ``headers`` is empty for magic 0/1.
+    """
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int | None: ...
+    @property
+    def timestamp_type(self) -> int | None: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]: ...
+
+
+class RecordBatch:
+    """A zero-copy view of one record batch (any magic) and where it sits in its file.
+
+    ``buffer`` is a memoryview of exactly the batch's bytes; header fields are read from it
+    on access. For magic 0/1 a "batch" is one top-level message (a compressed wrapper holds
+    several records).
+    """
+
+    __slots__ = ("buffer", "position", "magic")
+
+    def __init__(self, buffer: memoryview, position: int, magic: int) -> None:
+        self.buffer = buffer
+        self.position = position
+        self.magic = magic
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(magic={self.magic}, base_offset={self.base_offset}, "
+            f"last_offset={self.last_offset}, size={self.size}, position={self.position})"
+        )
+
+    # -- header fields ------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, log overhead included (Java ``sizeInBytes``)."""
+        return len(self.buffer)
+
+    @property
+    def next_position(self) -> int:
+        return self.position + len(self.buffer)
+
+    @property
+    def base_offset(self) -> int:
+        if self.magic >= 2:
+            return _INT64(self.buffer, 0)[0]
+        if self.codec == Codec.NONE:
+            return _INT64(self.buffer, 0)[0]
+        return self.last_offset - self.record_count + 1
+
+    @property
+    def last_offset(self) -> int:
+        base = _INT64(self.buffer, 0)[0]
+        if self.magic >= 2:
+            return base + _INT32(self.buffer, LAST_OFFSET_DELTA_OFFSET)[0]
+        return base  # a legacy wrapper carries the offset of its last inner message
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        if self.magic < 2:
+            return NO_PARTITION_LEADER_EPOCH
+        return _INT32(self.buffer, PARTITION_LEADER_EPOCH_OFFSET)[0]
+
+    @property
+    def crc(self) -> int:
+        return _UINT32(self.buffer, CRC_OFFSET if self.magic >= 2 else LEGACY_CRC_OFFSET)[0]
+
+    @property
+    def attributes(self) -> int:
+        if self.magic >= 2:
+            return _INT16(self.buffer, ATTRIBUTES_OFFSET)[0]
+        return self.buffer[LEGACY_ATTRIBUTES_OFFSET]
+
+    @property
+    def codec(self) -> Codec:
+        codec_id = self.attributes & ATTR_CODEC_MASK
+        try:
+            return Codec(codec_id)
+        except ValueError:
+            raise UnsupportedCodecError(
+                f"unknown compression codec id {codec_id} in batch at position {self.position}"
+            ) from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == 0:
+            return TimestampType.NO_TIMESTAMP_TYPE
+        if self.attributes & ATTR_TIMESTAMP_TYPE:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        """A control batch holds transaction markers (COMMIT/ABORT), not user records."""
+        return self.magic >= 2 and bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return self.magic >= 2 and bool(self.attributes & ATTR_DELETE_HORIZON)
+
+    @property
+    def base_timestamp(self) -> int:
+        if self.magic >= 2:
+            return _INT64(self.buffer, LAST_OFFSET_DELTA_OFFSET + 4)[0]
+        return self.max_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        """The batch's largest timestamp; for magic 0/1 the wrapper's timestamp (-1 for magic 0)."""
+        if self.magic >= 2:
+            return _INT64(self.buffer, MAX_TIMESTAMP_OFFSET)[0]
+        if self.magic == 1:
+            return _INT64(self.buffer, LEGACY_TIMESTAMP_OFFSET)[0]
+        return NO_TIMESTAMP
+
+    @property
+    def producer_id(self) -> int:
+        if self.magic < 2:
+            return NO_PRODUCER_ID
+        return _INT64(self.buffer, MAX_TIMESTAMP_OFFSET + 8)[0]
+
+    @property
+    def producer_epoch(self) -> int:
+        if self.magic < 2:
+            return -1
+        return _INT16(self.buffer, MAX_TIMESTAMP_OFFSET + 16)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        if self.magic < 2:
+            return -1
+        return _INT32(self.buffer, MAX_TIMESTAMP_OFFSET + 18)[0]
+
+    @property
+    def record_count(self) -> int:
+        if self.magic >= 2:
+            return _INT32(self.buffer, RECORD_COUNT_OFFSET)[0]
+        if self.codec == Codec.NONE:
+            return 1
+        return sum(1 for _ in self._decoder())
+
+    def offset_of_max_timestamp(self) -> int:
+        """Offset of the first record holding ``max_timestamp``: the offset a broker puts in the
+        time index (Java ``LogValidator``'s offsetOfMaxTimestamp). Decodes the batch when it
+        holds several records with CreateTime timestamps."""
+        if self.timestamp_type == TimestampType.LOG_APPEND_TIME or (self.magic >= 2 and self.record_count <= 1):
+            return self.last_offset
+        if self.magic < 2 and self.codec == Codec.NONE:
+            return self.last_offset
+        target = self.max_timestamp
+        for record in self:
+            if record.timestamp == target:
+                return record.offset
+        return self.last_offset
+
+    # -- validation and records ---------------------------------------------------------
+    def compute_crc(self) -> int:
+        """CRC-32C (magic 2) or CRC-32 (magic 0/1) over the bytes the stored CRC covers."""
+        if self.magic >= 2:
+            return crc32c.crc32c(self.buffer[ATTRIBUTES_OFFSET:])
+        return zlib.crc32(self.buffer[LEGACY_MAGIC_OFFSET:])
+
+    def verify_crc(self) -> None:
+        """Raise CorruptRecordError unless the stored CRC matches the batch's bytes."""
+        if len(self.buffer) >= _LARGE_BATCH_CRC_THRESHOLD:
+            ok = self.compute_crc() == self.crc
+        else:
+            ok = self._decoder().validate_crc()
+        if not ok:
+            raise CorruptRecordError(
+                f"CRC mismatch: stored {self.crc:#010x}, computed {self.compute_crc():#010x}",
+                position=self.position,
+                base_offset=_INT64(self.buffer, 0)[0],
+            )
+
+    def _decoder(self) -> _AioDefaultRecordBatch | _AioLegacyRecordBatch:
+        if self.magic >= 2:
+            return _AioDefaultRecordBatch(self.buffer)
+        return _AioLegacyRecordBatch(self.buffer, self.magic)
+
+    def __iter__(self) -> Iterator[Record]:
+        """Decode the batch's records (decompressing if needed), in offset order."""
+        try:
+            yield from self._decoder()
+        except (CorruptRecordError, UnsupportedCodecError):
+            raise
+        except Exception as err:  # aiokafka raises assorted types for bad payloads
+            codec_id = self.attributes & ATTR_CODEC_MASK
+            if codec_id > Codec.ZSTD:
+                raise UnsupportedCodecError(
+                    f"unknown compression codec id {codec_id} in batch with base offset "
+                    f"{_INT64(self.buffer, 0)[0]} at position {self.position}"
+                ) from err
+            raise CorruptRecordError(
+                f"cannot decode records ({type(err).__name__}: {err})",
+                position=self.position,
+                base_offset=_INT64(self.buffer, 0)[0],
+            ) from err
+
+    def control_type(self) -> ControlRecordType:
+        """The marker type of a control batch (its single record's key: version, type)."""
+        if not self.is_control:
+            raise ValueError(f"batch at position {self.position} is not a control batch")
+        for record in self:
+            if record.key is None or len(record.key) < CONTROL_KEY_STRUCT.size:
+                break
+            _version, marker = CONTROL_KEY_STRUCT.unpack_from(record.key)
+            try:
+                return ControlRecordType(marker)
+            except ValueError:
+                break
+        raise CorruptRecordError(
+            "control batch without a valid control record key",
+            position=self.position,
+            base_offset=self.base_offset,
+        )
+
+    def bytes(self) -> bytes:
+        """A copy of the batch's bytes (for writing elsewhere)."""
+        return self.buffer.tobytes()
+
+
+def iter_batches(
+    data: bytes | bytearray | memoryview,
+    *,
+    position: int = 0,
+    verify_crc: bool = True,
+    allow_truncated_tail: bool = False,
+) -> Iterator[RecordBatch]:
+    """Yield every record batch of ``data`` without copying it.
+
+    ``position`` is the file (or object) position of ``data[0]``, so errors and
+    ``RecordBatch.position`` name real file positions when ``data`` is a region.
+
+    A buffer that ends inside a batch raises TruncatedRecordError, unless
+    ``allow_truncated_tail`` (Fetch responses may end with a partial batch, which Kafka
+    clients ignore). An absurd or too small length, an unknown magic or a CRC mismatch
+    always raises CorruptRecordError: nothing is skipped silently.
+    """
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    end_of_data = len(view)
+    pos = 0
+    while pos < end_of_data:
+        remaining = end_of_data - pos
+        if remaining < LOG_OVERHEAD:
+            if allow_truncated_tail:
+                return
+            raise TruncatedRecordError(
+                f"{remaining} trailing bytes are too few for a batch header", position=position + pos
+            )
+        base_offset, length = LOG_OVERHEAD_STRUCT.unpack_from(view, pos)
+        if length < LEGACY_MIN_SIZE[0] or length > MAX_BATCH_LENGTH:
+            raise CorruptRecordError(f"invalid batch length {length}", position=position + pos, base_offset=base_offset)
+        end = pos + LOG_OVERHEAD + length
+        if end > end_of_data:
+            if allow_truncated_tail:
+                return
+            raise TruncatedRecordError(
+                f"batch length {length} runs past the end of the data ({remaining} bytes left)",
+                position=position + pos,
+                base_offset=base_offset,
+            )
+        magic = view[pos + MAGIC_OFFSET]
+        batch = RecordBatch(view[pos:end], position + pos, magic)
+        if magic == 2:
+            if length < V2_MIN_BATCH_LENGTH:
+                raise CorruptRecordError(
+                    f"batch length {length} is below the magic 2 header size",
+                    position=position + pos,
+                    base_offset=base_offset,
+                )
+        elif magic > 2:
+            raise CorruptRecordError(f"unknown magic {magic}", position=position + pos, base_offset=base_offset)
+        elif length < LEGACY_MIN_SIZE[magic]:
+            raise CorruptRecordError(
+                f"message size {length} is below the magic {magic} minimum",
+                position=position + pos,
+                base_offset=base_offset,
+            )
+        if verify_crc:
+            batch.verify_crc()
+        yield batch
+        pos = end
+
+
+def iter_records(
+    data: bytes | bytearray | memoryview, *, position: int = 0, verify_crc: bool = True
+) -> Iterator[Record]:
+    """Yield every record of every non-control batch of ``data``, in offset order."""
+    for batch in iter_batches(data, position=position, verify_crc=verify_crc):
+        if not batch.is_control:
+            yield from batch
+
+
+def set_base_offset(batch: bytearray | memoryview, base_offset: int, partition_leader_epoch: int | None = None) -> None:
+    """Rewrite a magic 2 batch's baseOffset (and partitionLeaderEpoch) in place.
+
+    Both fields sit before the CRC-covered region, so the CRC stays valid; this is what
+    a broker does to every produced batch (Java ``MemoryRecords.setLastOffset`` / ``setPartitionLeaderEpoch``).
+    """
+    struct.pack_into(">q", batch, 0, base_offset)
+    if partition_leader_epoch is not None:
+        struct.pack_into(">i", batch, PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+
+
+def set_legacy_offset(message: bytearray | memoryview, offset: int) -> None:
+    """Rewrite a magic 0/1 message's offset field (outside its CRC)."""
+    struct.pack_into(">q", message, 0, offset)

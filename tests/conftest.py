@@ -1,0 +1,1 @@
+pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin"]
