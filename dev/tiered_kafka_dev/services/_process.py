@@ -288,7 +288,8 @@ class LocalService(abc.ABC):
             attempt += 1
 
     def _start_once(self) -> None:
-        self._workdir = Path(tempfile.mkdtemp(prefix=f"tiered-kafka-{self.name.lower()}-"))
+        slug = "-".join(self.name.lower().split())
+        self._workdir = Path(tempfile.mkdtemp(prefix=f"tiered-kafka-{slug}-"))
         try:
             self._command = self._prepare(self._workdir)
             log_path = self._workdir / _LOG_FILE_NAME

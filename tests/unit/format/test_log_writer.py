@@ -1,0 +1,235 @@
+"""The log.dir writer: offsets, rolls, index rules, retention, DeleteRecords, reopen and recovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.batches import build_legacy, build_v2, sample_records
+from tiered_kafka.errors import ConfigError, CorruptRecordError, LogWriteError
+from tiered_kafka.format.checkpoints import EpochEntry, parse_leader_epoch_checkpoint
+from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka.format.offset_index import OffsetIndex
+from tiered_kafka.format.record_batch import Codec, iter_batches, iter_records
+from tiered_kafka.format.segment_names import FileKind, SegmentFileName
+from tiered_kafka.format.time_index import TimeIndex
+
+T0 = 1_700_000_000_000
+
+
+class FakeClock:
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _batch(n: int = 10, *, ts: int = T0, value_size: int = 100, codec: Codec = Codec.NONE) -> bytes:
+    return build_v2(sample_records(n, start_ts=ts, value_size=value_size), codec=codec)
+
+
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_offsets_are_assigned_consecutively_and_bytes_kept(tmp_path: Path) -> None:
+    plog = PartitionLog.create(tmp_path / "t-0", clock=FakeClock())
+    infos = [plog.append(_batch(10, codec=c), leader_epoch=3) for c in (Codec.NONE, Codec.GZIP, Codec.ZSTD)]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 9), (10, 19), (20, 29)]
+    assert plog.log_end_offset == 30
+    plog.close()
+    data = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+    assert [r.offset for r in iter_records(data)] == list(range(30))
+    assert {b.partition_leader_epoch for b in iter_batches(data)} == {3}
+    assert parse_leader_epoch_checkpoint((tmp_path / "t-0" / "leader-epoch-checkpoint").read_text()) == [EpochEntry(3, 0)]
+
+
+def test_legacy_batches_get_offsets_too(tmp_path: Path) -> None:
+    plog = PartitionLog.create(tmp_path / "t-0", clock=FakeClock())
+    plog.append(_batch(5))
+    plog.append(build_legacy(sample_records(4), magic=1, codec=Codec.GZIP))
+    plog.append(build_legacy(sample_records(3), magic=1))
+    plog.close()
+    data = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+    assert [r.offset for r in iter_records(data)] == list(range(12))
+    with pytest.raises(LogWriteError, match="magic 0"):
+        PartitionLog.create(tmp_path / "t-1").append(build_legacy(sample_records(2), magic=0, codec=Codec.GZIP))
+
+
+def test_roll_by_segment_bytes(tmp_path: Path) -> None:
+    batch = _batch(10, value_size=200)
+    config = LogConfig(segment_bytes=len(batch) * 3, retention_ms=-1)
+    plog = PartitionLog.create(tmp_path / "t-0", config, clock=FakeClock())
+    for _ in range(10):
+        plog.append(batch)
+    assert plog.segment_base_offsets() == [0, 30, 60, 90]
+    rotated = tmp_path / "t-0" / "00000000000000000000"
+    assert rotated.with_suffix(".log").stat().st_size == len(batch) * 3
+    # the rotated segment's indexes are trimmed; the active one's are preallocated, zero-filled
+    assert rotated.with_suffix(".index").stat().st_size % 8 == 0
+    assert (tmp_path / "t-0" / "00000000000000000090.index").stat().st_size == config.segment_index_bytes
+    assert len(TimeIndex.read(rotated.with_suffix(".timeindex"), 0)) >= 1  # the final entry on roll
+
+
+def test_roll_by_segment_ms_uses_batch_timestamps(tmp_path: Path) -> None:
+    config = LogConfig(segment_ms=60_000, retention_ms=-1)
+    plog = PartitionLog.create(tmp_path / "t-0", config, clock=FakeClock())
+    plog.append(_batch(2, ts=T0))
+    plog.append(_batch(2, ts=T0 + 59_000))  # 59 s after the first batch: same segment
+    assert plog.segment_base_offsets() == [0]
+    plog.append(_batch(2, ts=T0 + 61_500))
+    assert plog.segment_base_offsets() == [0, 4]
+
+
+def test_index_entries_follow_kafkas_rule(tmp_path: Path) -> None:
+    """An entry for a batch when more than index.interval.bytes were appended before it."""
+    batch = _batch(4, value_size=300)
+    interval = len(batch) * 2
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(index_interval_bytes=interval), clock=FakeClock())
+    for _ in range(10):
+        plog.append(batch)
+    plog.close()
+    index = OffsetIndex.read(tmp_path / "t-0" / "00000000000000000000.index", 0)
+    # bytes before batch k: k*size; an entry at k=3 (3*size > 2*size), then at 6, then 9
+    size = len(batch)
+    assert [(e.offset, e.position) for e in index.entries()] == [(15, 3 * size), (27, 6 * size), (39, 9 * size)]
+
+
+def test_replaying_batches_keeps_their_offsets(tmp_path: Path) -> None:
+    plog = PartitionLog.create(tmp_path / "t-0", start_offset=100, clock=FakeClock())
+    plog.append(build_v2(sample_records(5), base_offset=100), assign_offsets=False)
+    plog.append(build_v2(sample_records(5), base_offset=120), assign_offsets=False)  # a gap is allowed
+    assert plog.log_end_offset == 125
+    with pytest.raises(LogWriteError, match="below the log end offset"):
+        plog.append(build_v2(sample_records(5), base_offset=110), assign_offsets=False)
+
+
+def test_corrupt_append_is_refused_whole(tmp_path: Path) -> None:
+    plog = PartitionLog.create(tmp_path / "t-0", clock=FakeClock())
+    good = _batch(3)
+    bad = bytearray(_batch(3))
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        plog.append(good + bytes(bad))
+    with pytest.raises(LogWriteError, match="no record batch"):
+        plog.append(b"")
+    assert plog.log_end_offset == 0 and plog.size == 0
+
+
+def test_retention_ms_renames_then_deletes_after_the_delay(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    config = LogConfig(segment_bytes=2000, retention_ms=3_600_000, file_delete_delay_ms=60_000)
+    plog = PartitionLog.create(tmp_path / "t-0", config, clock=clock)
+    for i in range(6):
+        plog.append(_batch(3, ts=T0 + i * 1000, value_size=400))
+    bases = plog.segment_base_offsets()
+    assert len(bases) >= 3
+    clock.now = T0 + 3_600_000 + 2_500  # the first three batches are past retention
+    deleted = plog.apply_retention()
+    assert deleted and deleted[0] == 0
+    assert plog.log_start_offset == plog.segment_base_offsets()[0] > 0
+    deleted_files = [n for n in _names(tmp_path / "t-0") if n.endswith(".deleted")]
+    assert str(SegmentFileName(0, FileKind.LOG)) + ".deleted" in deleted_files
+    clock.now += 59_999
+    assert plog.delete_expired_files() == 0
+    clock.now += 1
+    assert plog.delete_expired_files() == len(deleted_files)
+    assert not [n for n in _names(tmp_path / "t-0") if n.endswith(".deleted")]
+
+
+def test_retention_of_every_segment_rolls_first(tmp_path: Path) -> None:
+    clock = FakeClock(T0)
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(retention_ms=1000), clock=clock)
+    plog.append(_batch(5))
+    clock.now = T0 + 10_000
+    assert plog.apply_retention() == [0]
+    assert plog.segment_base_offsets() == [5] and plog.log_start_offset == 5 and plog.log_end_offset == 5
+    assert plog.apply_retention() == []  # an empty active segment is never deleted
+
+
+def test_retention_bytes(tmp_path: Path) -> None:
+    batch = _batch(5, value_size=300)
+    config = LogConfig(segment_bytes=len(batch) * 2, retention_ms=-1, retention_bytes=len(batch) * 5)
+    plog = PartitionLog.create(tmp_path / "t-0", config, clock=FakeClock())
+    for _ in range(10):
+        plog.append(batch)
+    assert plog.size == len(batch) * 10
+    plog.apply_retention()
+    # Kafka deletes whole segments only while what remains stays >= retention.bytes
+    assert plog.segment_base_offsets() == [20, 30, 40]
+    assert plog.size - len(batch) * 2 < config.retention_bytes <= plog.size
+    assert plog.log_start_offset == plog.segment_base_offsets()[0]
+
+
+def test_delete_records_moves_the_log_start(tmp_path: Path) -> None:
+    batch = _batch(10)
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(segment_bytes=len(batch) * 2, retention_ms=-1), clock=FakeClock())
+    for _ in range(6):
+        plog.append(batch)
+    assert plog.segment_base_offsets() == [0, 20, 40]
+    assert plog.delete_records(25) == 25
+    plog.apply_retention()
+    assert plog.segment_base_offsets() == [20, 40] and plog.log_start_offset == 25
+    with pytest.raises(LogWriteError, match="high watermark"):
+        plog.delete_records(61)
+    with pytest.raises(LogWriteError, match="outside"):
+        plog.read(24, 1000)
+
+
+def test_read_returns_whole_batches(tmp_path: Path) -> None:
+    batch = _batch(10, value_size=500)
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(index_interval_bytes=len(batch)), clock=FakeClock())
+    for _ in range(20):
+        plog.append(batch)
+    position, data = plog.read(57, max_bytes=len(batch) * 3 + 10)
+    batches = list(iter_batches(data, position=position))
+    assert [b.base_offset for b in batches] == [50, 60, 70]
+    _, one = plog.read(199, max_bytes=1)  # at least one whole batch (KIP-74)
+    assert [b.base_offset for b in iter_batches(one)] == [190]
+
+
+def test_reopen_continues_offsets_and_recovers_a_torn_tail(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    batch = _batch(10)
+    plog = PartitionLog.create(directory, LogConfig(segment_bytes=len(batch) * 2, retention_ms=-1), clock=FakeClock())
+    for _ in range(5):
+        plog.append(batch, leader_epoch=2)
+    expected_index = (directory / "00000000000000000040.timeindex").read_bytes()
+    plog._close_log_file()  # a crash: no clean shutdown, the active index stays preallocated
+    with open(directory / "00000000000000000040.log", "ab") as f:
+        f.write(batch[:30])  # a torn write
+    (directory / "00000000000000000000.log.deleted").write_bytes(b"leftover")
+
+    reopened = PartitionLog.open(directory, LogConfig(segment_bytes=len(batch) * 2, retention_ms=-1), clock=FakeClock())
+    assert reopened.log_end_offset == 50 and reopened.segment_base_offsets() == [0, 20, 40]
+    assert (directory / "00000000000000000040.log").stat().st_size == len(batch)
+    assert (directory / "00000000000000000040.timeindex").read_bytes()[:12] == expected_index[:12]
+    assert "00000000000000000000.log.deleted" not in _names(directory)
+    assert reopened.leader_epochs == [EpochEntry(2, 0)]
+    assert reopened.append(batch).first_offset == 50
+
+
+def test_open_refuses_what_it_cannot_handle(tmp_path: Path) -> None:
+    with pytest.raises(LogWriteError, match="not a partition directory"):
+        PartitionLog.open(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LogWriteError, match="no .log segment"):
+        PartitionLog.open(tmp_path / "empty")
+    PartitionLog.create(tmp_path / "t-0").close()
+    with pytest.raises(LogWriteError, match="already holds segments"):
+        PartitionLog.create(tmp_path / "t-0")
+
+
+def test_log_config_from_kafka_names() -> None:
+    config = LogConfig.from_topic_configs({"segment.bytes": "1048576", "retention.ms": -1, "file.delete.delay.ms": "0"})
+    assert (config.segment_bytes, config.retention_ms, config.file_delete_delay_ms) == (1048576, -1, 0)
+    assert LogConfig.from_topic_configs(config.to_topic_configs()) == config
+    with pytest.raises(ConfigError, match="unsupported topic config 'cleanup.policy'"):
+        LogConfig.from_topic_configs({"cleanup.policy": "compact"})
+    with pytest.raises(ConfigError, match="segment.bytes must be an integer"):
+        LogConfig.from_topic_configs({"segment.bytes": "big"})
+    with pytest.raises(ConfigError, match="retention.bytes must be >= -1"):
+        LogConfig(retention_bytes=-2)

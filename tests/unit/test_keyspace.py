@@ -1,0 +1,62 @@
+"""The object keyspace, with the seed's entropy test vectors (DESIGN.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiered_kafka.errors import ConfigError, InvalidSegmentNameError
+from tiered_kafka.format.segment_names import FileKind, SegmentFileName
+from tiered_kafka.keyspace import Keyspace, ParsedKey, entropy
+
+
+@pytest.mark.parametrize(
+    ("topic", "partition", "bits"),
+    [("topicA", 0, "01011"), ("topicA", 1, "01010"), ("topicB", 0, "11100")],
+)
+def test_entropy_vectors(topic: str, partition: int, bits: str) -> None:
+    assert entropy("kafkaCluster1", topic, partition, 5) == bits
+
+
+def test_entropy_is_msb_first_md5_prefix() -> None:
+    import hashlib
+
+    digest = hashlib.md5(b"c-t-3").digest()
+    assert entropy("c", "t", 3, 16) == f"{digest[0]:08b}{digest[1]:08b}"
+    assert entropy("c", "t", 3, 0) == ""
+    with pytest.raises(ConfigError):
+        entropy("c", "t", 3, 129)
+
+
+def test_seed_example_key() -> None:
+    ks = Keyspace(prefix="custom-prefix", cluster="kafkaCluster1", entropy_bits=5)
+    assert ks.segment_key("topicA", 0, 100, FileKind.LOG) == "custom-prefix/01011/kafkaCluster1/topicA-0/00000000000000000100.log"
+    assert ks.offset_wm_key("topicA", 0) == "custom-prefix/01011/kafkaCluster1/topicA-0/offset.wm"
+
+
+def test_no_entropy_and_no_prefix() -> None:
+    assert Keyspace("p/", "c").segment_key("t", 2, 7, FileKind.TIMEINDEX) == "p/c/t-2/00000000000000000007.timeindex"
+    assert Keyspace("", "c").partition_prefix("t", 2) == "c/t-2/"
+    assert Keyspace("", "c").cluster_prefixes() == ["c/"]
+    assert len(Keyspace("p", "c", 3).cluster_prefixes()) == 8
+
+
+def test_parse_round_trip_and_rejects() -> None:
+    ks = Keyspace("custom-prefix", "kafkaCluster1", 5)
+    key = ks.segment_key("topic-with-dash", 12, 99, FileKind.INDEX)
+    assert ks.parse(key) == ParsedKey("kafkaCluster1", "topic-with-dash", 12, SegmentFileName(99, FileKind.INDEX))
+    assert ks.parse(ks.offset_wm_key("topicA", 0)).segment is None
+    parts = key.split("/")
+    parts[1] = "".join("1" if c == "0" else "0" for c in parts[1])  # wrong entropy for the partition
+    with pytest.raises(InvalidSegmentNameError, match="entropy"):
+        ks.parse("/".join(parts))
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse("other/01011/kafkaCluster1/topicA-0/offset.wm")
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse(ks.partition_prefix("topicA", 0) + "notes.txt")
+
+
+def test_invalid_cluster_name() -> None:
+    with pytest.raises(ConfigError):
+        Keyspace("p", "")
+    with pytest.raises(ConfigError):
+        Keyspace("p", "a/b")
