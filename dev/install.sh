@@ -35,7 +35,7 @@ else
   die "not root and no sudo: run this script as root"
 fi
 
-installed() { dpkg -s "$1" >/dev/null 2>&1; }
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 
 # --- Debian packages -------------------------------------------------------------------------------------
 missing=()

@@ -1,0 +1,26 @@
+# The two commands of the README: `make test` and `make run`. Both install what they need first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install test run bench openapi clean
+
+install:
+	bash dev/install.sh
+
+# Every test, with the real services started by the fixtures. pytest's exit code 5 (no tests
+# collected) is non-zero, so it fails this target and CI.
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The local stack: for now the local services (Redis, ZooKeeper, SeaweedFS S3); Ctrl-C stops them.
+run: install
+	$(PY) -m tiered_kafka_dev.services
+
+# Benchmarks (not part of `make test`).
+bench: install
+	$(PY) bench/bench_decode.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
