@@ -46,7 +46,7 @@ class Settings:
     first_fixture_segment_only: bool
 
 
-FULL = Settings(name="full", generated_records=24 * 1024, rounds=7, min_sample_seconds=0.1, first_fixture_segment_only=False)
+FULL = Settings(name="full", generated_records=24 * 1024, rounds=15, min_sample_seconds=0.05, first_fixture_segment_only=False)
 QUICK = Settings(name="quick", generated_records=512, rounds=3, min_sample_seconds=0.002, first_fixture_segment_only=True)
 
 

