@@ -11,6 +11,7 @@ One root, so callers can catch everything of ours in one clause::
     │   └── CorruptCheckpointError  offset.wm, leader-epoch-checkpoint, ... malformed
     ├── UnsupportedCodecError       a batch uses a compression codec we cannot decode
     ├── LogWriteError               the log.dir writer refused an append (offsets, sizes, ...)
+    ├── OffsetOutOfRangeError       an offset below the log start offset or past the log end
     └── ConfigError                 a configuration value is invalid
 
 Corrupt local or remote bytes get their own classes (never a Kafka broker error code),
@@ -70,6 +71,10 @@ class UnsupportedCodecError(TieredKafkaError):
 
 class LogWriteError(TieredKafkaError):
     """The log.dir writer refused an append or a retention step."""
+
+
+class OffsetOutOfRangeError(TieredKafkaError):
+    """An offset lies below the log start offset or past the log end offset (Kafka's OFFSET_OUT_OF_RANGE)."""
 
 
 class ConfigError(TieredKafkaError):

@@ -44,6 +44,7 @@ def test_exported_names() -> None:
         "FormatError",
         "InvalidSegmentNameError",
         "LogWriteError",
+        "OffsetOutOfRangeError",
         "TieredKafkaError",
         "TruncatedRecordError",
         "UnsupportedCodecError",

@@ -39,10 +39,11 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
-from tiered_kafka.errors import FormatError, LogWriteError
+from tiered_kafka.errors import FormatError, LogWriteError, OffsetOutOfRangeError
 from tiered_kafka.format import offset_index, time_index
 from tiered_kafka.format.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -53,6 +54,10 @@ from tiered_kafka.format.checkpoints import (
 )
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.record_batch import (
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    MAGIC_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     Codec,
@@ -67,6 +72,7 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 MAX_RELATIVE_OFFSET = 2**31 - 1
+_INT32 = struct.Struct(">i").unpack_from
 
 
 def wall_clock_ms() -> int:
@@ -92,15 +98,25 @@ class _Segment:
     directory: Path
     base_offset: int
     created_ms: int
+    index: offset_index.OffsetIndex
+    times: time_index.TimeIndex
     size: int = 0
     next_offset: int = 0
-    index_entries: int = 0
-    time_entries: int = 0
-    last_time_entry: time_index.TimestampOffset = field(default=time_index.TimestampOffset(NO_TIMESTAMP, 0))
     bytes_since_last_index_entry: int = 0
     max_timestamp: int = NO_TIMESTAMP
     offset_of_max_timestamp: int = -1
     first_batch_timestamp: int | None = None
+
+    @classmethod
+    def empty(cls, directory: Path, base_offset: int, created_ms: int) -> _Segment:
+        return cls(
+            directory,
+            base_offset,
+            created_ms,
+            offset_index.OffsetIndex(base_offset, []),
+            time_index.TimeIndex(base_offset, []),
+            next_offset=base_offset,
+        )
 
     def path(self, kind: FileKind, suffix: Suffix = Suffix.NONE) -> Path:
         return self.directory / segment_file_name(self.base_offset, kind, suffix)
@@ -292,9 +308,9 @@ class PartitionLog:
                 waited = self.clock() - segment.created_ms
             if waited > config.segment_ms:
                 return True
-        if segment.index_entries >= config.segment_index_bytes // offset_index.ENTRY_SIZE:
+        if len(segment.index) >= config.segment_index_bytes // offset_index.ENTRY_SIZE:
             return True
-        if segment.time_entries >= config.segment_index_bytes // time_index.ENTRY_SIZE:
+        if len(segment.times) >= config.segment_index_bytes // time_index.ENTRY_SIZE:
             return True
         return max_offset - segment.base_offset > MAX_RELATIVE_OFFSET
 
@@ -306,8 +322,8 @@ class PartitionLog:
 
     def _index_batches(self, segment: _Segment, batches: list[RecordBatch]) -> None:
         """Apply the index rules of the module docstring to batches just written at segment.size."""
-        index_start = segment.index_entries * offset_index.ENTRY_SIZE
-        time_start = segment.time_entries * time_index.ENTRY_SIZE
+        index_start = len(segment.index) * offset_index.ENTRY_SIZE
+        time_start = len(segment.times) * time_index.ENTRY_SIZE
         position = segment.size
         index_bytes = bytearray()
         time_bytes = bytearray()
@@ -318,9 +334,8 @@ class PartitionLog:
                 segment.max_timestamp = batch.max_timestamp
                 segment.offset_of_max_timestamp = batch.offset_of_max_timestamp()
             if segment.bytes_since_last_index_entry > self.config.index_interval_bytes:
-                index_bytes += offset_index.encode_entry(segment.base_offset, batch.last_offset, position)
-                segment.index_entries += 1
-                time_bytes += self._time_entry(segment)
+                index_bytes += segment.index.append(batch.last_offset, position)
+                time_bytes += segment.times.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
                 segment.bytes_since_last_index_entry = 0
             position += batch.size
             segment.bytes_since_last_index_entry += batch.size
@@ -328,14 +343,6 @@ class PartitionLog:
         _write_at(segment.path(FileKind.TIMEINDEX), time_start, time_bytes)
         segment.size = position
         segment.next_offset = batches[-1].last_offset + 1
-
-    def _time_entry(self, segment: _Segment) -> bytes:
-        """Kafka's ``TimeIndex.maybeAppend``: an entry only when the max timestamp grew."""
-        if segment.max_timestamp <= segment.last_time_entry.timestamp:
-            return b""
-        segment.last_time_entry = time_index.TimestampOffset(segment.max_timestamp, segment.offset_of_max_timestamp)
-        segment.time_entries += 1
-        return time_index.encode_entry(segment.base_offset, segment.max_timestamp, segment.offset_of_max_timestamp)
 
     def _maybe_assign_epoch(self, batch: RecordBatch) -> None:
         """Record a new leader epoch's start offset (Java ``LeaderEpochFileCache.assign``)."""
@@ -357,8 +364,7 @@ class PartitionLog:
         return base
 
     def _new_segment(self, base_offset: int) -> None:
-        segment = _Segment(self.directory, base_offset, created_ms=self.clock(), next_offset=base_offset)
-        segment.last_time_entry = time_index.TimestampOffset(NO_TIMESTAMP, base_offset)
+        segment = _Segment.empty(self.directory, base_offset, self.clock())
         if segment.path(FileKind.LOG).exists():
             raise LogWriteError(f"segment {segment.path(FileKind.LOG)} already exists")
         segment.path(FileKind.LOG).touch()
@@ -373,10 +379,11 @@ class PartitionLog:
 
     def _seal(self, segment: _Segment) -> None:
         """Kafka's ``onBecomeInactiveSegment`` / ``close``: final time entry, trim the indexes."""
-        time_start = segment.time_entries * time_index.ENTRY_SIZE
-        _write_at(segment.path(FileKind.TIMEINDEX), time_start, self._time_entry(segment))
-        os.truncate(segment.path(FileKind.INDEX), segment.index_entries * offset_index.ENTRY_SIZE)
-        os.truncate(segment.path(FileKind.TIMEINDEX), segment.time_entries * time_index.ENTRY_SIZE)
+        time_start = len(segment.times) * time_index.ENTRY_SIZE
+        final = segment.times.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
+        _write_at(segment.path(FileKind.TIMEINDEX), time_start, final)
+        os.truncate(segment.path(FileKind.INDEX), len(segment.index) * offset_index.ENTRY_SIZE)
+        os.truncate(segment.path(FileKind.TIMEINDEX), len(segment.times) * time_index.ENTRY_SIZE)
 
     def _open_log_file(self):  # type: ignore[no-untyped-def]
         if self._log_file is None:
@@ -390,20 +397,23 @@ class PartitionLog:
 
     # -- loading ---------------------------------------------------------------------------
     def _load_rotated(self, base: int) -> _Segment:
-        segment = _Segment(self.directory, base, created_ms=self.clock(), next_offset=base)
+        segment = _Segment(
+            self.directory,
+            base,
+            self.clock(),
+            offset_index.OffsetIndex.read(self.directory / segment_file_name(base, FileKind.INDEX), base),
+            time_index.TimeIndex.read(self.directory / segment_file_name(base, FileKind.TIMEINDEX), base),
+            next_offset=base,
+        )
         data = segment.path(FileKind.LOG).read_bytes()
         for batch in iter_batches(data, verify_crc=False):
             self._track(segment, batch)
         segment.size = len(data)
-        segment.index_entries = len(offset_index.OffsetIndex.read(segment.path(FileKind.INDEX), base))
-        times = time_index.TimeIndex.read(segment.path(FileKind.TIMEINDEX), base)
-        segment.time_entries, segment.last_time_entry = len(times), times.last_entry
         return segment
 
     def _recover_active(self, base: int) -> _Segment:
         """Kafka's ``LogSegment.recover``: keep the valid prefix of the .log, rebuild the indexes."""
-        segment = _Segment(self.directory, base, created_ms=self.clock(), next_offset=base)
-        segment.last_time_entry = time_index.TimestampOffset(NO_TIMESTAMP, base)
+        segment = _Segment.empty(self.directory, base, self.clock())
         log_path = segment.path(FileKind.LOG)
         data = bytearray(log_path.read_bytes())
         batches: list[RecordBatch] = []
@@ -509,34 +519,83 @@ class PartitionLog:
     # -- reading ---------------------------------------------------------------------------
     def segment_for(self, offset: int) -> _Segment:
         if not self._log_start_offset <= offset < self.log_end_offset:
-            raise LogWriteError(
+            raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}) of {self.directory}"
             )
         return next(s for s in reversed(self._segments) if s.base_offset <= offset)
 
     def read(self, offset: int, max_bytes: int) -> tuple[int, bytes]:
-        """Bytes of whole batches starting with the one holding ``offset`` (Kafka's ``LocalLog.read``).
+        """Whole batches starting with the one holding ``offset`` (Kafka's ``LocalLog.read``).
 
         Returns (file position, bytes). At least one whole batch is returned even when it is
-        larger than ``max_bytes`` (KIP-74); otherwise batches stop before exceeding it.
+        larger than ``max_bytes`` (KIP-74); after it, batches stop before exceeding ``max_bytes``.
+        Bytes come from the segment file as written, never re-encoded. An offset at the log end
+        gives empty bytes; one outside [log start, log end] raises OffsetOutOfRangeError.
         """
+        if offset == self.log_end_offset:
+            return self._active.size, b""
         segment = self.segment_for(offset)
-        entry = offset_index.OffsetIndex.read(segment.path(FileKind.INDEX), segment.base_offset).lookup(offset)
-        with open(segment.path(FileKind.LOG), "rb") as f:
-            f.seek(entry.position)
-            data = f.read(segment.size - entry.position)
-        start = end = None
-        for batch in iter_batches(data, position=entry.position, verify_crc=False):
-            if start is None:
-                if batch.last_offset < offset:
+        with open(segment.path(FileKind.LOG), "rb", buffering=0) as f:
+            fd = f.fileno()
+            start, first_size = self._find_batch(fd, segment, offset)
+            if start is None:  # a gap (replayed or compacted data): the next segment holds it
+                return self._read_next_segment(segment, max_bytes)
+            data = os.pread(fd, max(first_size, min(max_bytes, segment.size - start)), start)
+        end = 0
+        for batch in iter_batches(data, position=start, verify_crc=False, allow_truncated_tail=True):
+            end = batch.next_position - start
+        return start, data[:end]
+
+    def _find_batch(self, fd: int, segment: _Segment, offset: int) -> tuple[int | None, int]:
+        """(position, size) of the first batch whose last offset is >= ``offset``, scanning the
+        batch headers forward from the index entry at or below it."""
+        position = segment.index.lookup(offset).position
+        while position < segment.size:
+            header = os.pread(fd, LAST_OFFSET_DELTA_OFFSET + 4, position)
+            batch = RecordBatch(memoryview(header), position, header[MAGIC_OFFSET])
+            length = LOG_OVERHEAD_STRUCT.unpack_from(header)[1] + LOG_OVERHEAD
+            last = batch.base_offset + _INT32(header, LAST_OFFSET_DELTA_OFFSET)[0] if batch.magic >= 2 else batch.base_offset
+            if last >= offset:
+                return position, length
+            position += length
+        return None, 0
+
+    def _read_next_segment(self, segment: _Segment, max_bytes: int) -> tuple[int, bytes]:
+        later = [s for s in self._segments if s.base_offset > segment.base_offset]
+        if not later:
+            return self._active.size, b""
+        return self.read(later[0].base_offset, max_bytes)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, or None.
+
+        Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` / ``LogSegment.findOffsetByTimestamp``: the
+        first segment whose max timestamp reaches the target, its time index for a starting
+        offset, its offset index for a position, then a scan of the batches and their records.
+        """
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            start_offset = max(segment.times.lookup(timestamp).offset, self._log_start_offset)
+            position = segment.index.lookup(start_offset).position
+            with open(segment.path(FileKind.LOG), "rb") as f:
+                f.seek(position)
+                data = f.read(segment.size - position)
+            for batch in iter_batches(data, position=position, verify_crc=False):
+                if batch.max_timestamp < timestamp or batch.is_control:
                     continue
-                start = batch.position
-            elif batch.next_position - start > max_bytes:
-                break
-            end = batch.next_position
-        if start is None or end is None:
-            return segment.size, b""
-        return start, data[start - entry.position : end - entry.position]
+                for record in batch:
+                    if record.offset >= self._log_start_offset and (record.timestamp or -1) >= timestamp:
+                        return record.offset, record.timestamp or -1
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets MAX_TIMESTAMP,
+        KIP-734), or (-1, -1) for a log without timestamps."""
+        best = max(self._segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return NO_TIMESTAMP, -1
+        return best.max_timestamp, best.offset_of_max_timestamp
 
     def iter_segment_files(self) -> Iterator[tuple[int, Path]]:
         """(base offset, .log path) of every live segment, oldest first."""

@@ -81,6 +81,14 @@ class OffsetIndex:
     def __len__(self) -> int:
         return len(self._offsets)
 
+    def append(self, offset: int, position: int) -> bytes:
+        """Add an entry (the writer's side); returns its 8 bytes for the file."""
+        if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
+            raise CorruptIndexError(f"index entry ({offset}, {position}) does not increase past the last one")
+        self._offsets.append(offset)
+        self._positions.append(position)
+        return encode_entry(self.base_offset, offset, position)
+
     def entries(self) -> list[OffsetPosition]:
         return [OffsetPosition(o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
 

@@ -74,6 +74,17 @@ class TimeIndex:
     def __len__(self) -> int:
         return len(self._timestamps)
 
+    def maybe_append(self, timestamp: int, offset: int) -> bytes:
+        """Kafka's ``TimeIndex.maybeAppend``: add an entry only when ``timestamp`` grew past the
+        last entry's; returns the 12 bytes written (empty when nothing was added)."""
+        if timestamp <= self.last_entry.timestamp:
+            return b""
+        if offset < self.last_entry.offset:
+            raise CorruptIndexError(f"time index entry ({timestamp}, {offset}) goes back in offsets")
+        self._timestamps.append(timestamp)
+        self._offsets.append(offset)
+        return encode_entry(self.base_offset, timestamp, offset)
+
     def entries(self) -> list[TimestampOffset]:
         return [TimestampOffset(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
 

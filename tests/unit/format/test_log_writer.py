@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.batches import build_legacy, build_v2, sample_records
-from tiered_kafka.errors import ConfigError, CorruptRecordError, LogWriteError
+from tiered_kafka.errors import ConfigError, CorruptRecordError, LogWriteError, OffsetOutOfRangeError
 from tiered_kafka.format.checkpoints import EpochEntry, parse_leader_epoch_checkpoint
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
@@ -175,7 +175,7 @@ def test_delete_records_moves_the_log_start(tmp_path: Path) -> None:
     assert plog.segment_base_offsets() == [20, 40] and plog.log_start_offset == 25
     with pytest.raises(LogWriteError, match="high watermark"):
         plog.delete_records(61)
-    with pytest.raises(LogWriteError, match="outside"):
+    with pytest.raises(OffsetOutOfRangeError, match="outside"):
         plog.read(24, 1000)
 
 
@@ -233,3 +233,37 @@ def test_log_config_from_kafka_names() -> None:
         LogConfig.from_topic_configs({"segment.bytes": "big"})
     with pytest.raises(ConfigError, match="retention.bytes must be >= -1"):
         LogConfig(retention_bytes=-2)
+
+
+def test_offset_for_timestamp_and_max_timestamp(tmp_path: Path) -> None:
+    """ListOffsets semantics: the first record with timestamp >= target, across segments."""
+    batch_size = len(_batch(10, ts=T0))
+    plog = PartitionLog.create(
+        tmp_path / "t-0", LogConfig(segment_bytes=batch_size * 3, index_interval_bytes=100, retention_ms=-1), clock=FakeClock()
+    )
+    for i in range(10):
+        plog.append(_batch(10, ts=T0 + i * 10_000))  # record timestamps: batch ts + (j*37) % 1000
+    assert len(plog.segment_base_offsets()) > 2
+    assert plog.offset_for_timestamp(0) == (0, T0)
+    assert plog.offset_for_timestamp(T0 + 50_000) == (50, T0 + 50_000)
+    assert plog.offset_for_timestamp(T0 + 50_001) == (51, T0 + 50_037)
+    assert plog.offset_for_timestamp(T0 + 10**9) is None
+    # sample_records' largest timestamp in a batch of 10 is record 9: (9*37) % 1000 = 333
+    assert plog.max_timestamp() == (T0 + 90_333, 99)
+    plog.delete_records(55)
+    assert plog.offset_for_timestamp(T0 + 50_000)[0] == 55
+
+
+def test_read_after_reopen_and_across_a_gap(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1), start_offset=0, clock=FakeClock())
+    plog.append(build_v2(sample_records(5), base_offset=0), assign_offsets=False)
+    plog.roll(100)
+    plog.append(build_v2(sample_records(5), base_offset=100), assign_offsets=False)
+    plog.close()
+    reopened = PartitionLog.open(directory, LogConfig(retention_ms=-1), clock=FakeClock())
+    position, data = reopened.read(7, 10_000)  # offsets 5..99 do not exist: the next batch is served
+    assert [b.base_offset for b in iter_batches(data, position=position)] == [100]
+    assert reopened.read(105, 100) == (reopened._active.size, b"")
+    with pytest.raises(OffsetOutOfRangeError):
+        reopened.read(106, 100)
