@@ -524,11 +524,12 @@ class PartitionLog:
             )
         return next(s for s in reversed(self._segments) if s.base_offset <= offset)
 
-    def read(self, offset: int, max_bytes: int) -> tuple[int, bytes]:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> tuple[int, bytes]:
         """Whole batches starting with the one holding ``offset`` (Kafka's ``LocalLog.read``).
 
-        Returns (file position, bytes). At least one whole batch is returned even when it is
-        larger than ``max_bytes`` (KIP-74); after it, batches stop before exceeding ``max_bytes``.
+        Returns (file position, bytes). With ``min_one_batch`` the first batch is returned even
+        when it is larger than ``max_bytes`` (KIP-74: the first partition of a Fetch response);
+        without it such a read is empty. Batches stop before exceeding ``max_bytes``.
         Bytes come from the segment file as written, never re-encoded. An offset at the log end
         gives empty bytes; one outside [log start, log end] raises OffsetOutOfRangeError.
         """
@@ -539,7 +540,9 @@ class PartitionLog:
             fd = f.fileno()
             start, first_size = self._find_batch(fd, segment, offset)
             if start is None:  # a gap (replayed or compacted data): the next segment holds it
-                return self._read_next_segment(segment, max_bytes)
+                return self._read_next_segment(segment, max_bytes, min_one_batch)
+            if first_size > max_bytes and not min_one_batch:
+                return start, b""
             data = os.pread(fd, max(first_size, min(max_bytes, segment.size - start)), start)
         end = 0
         for batch in iter_batches(data, position=start, verify_crc=False, allow_truncated_tail=True):
@@ -560,11 +563,11 @@ class PartitionLog:
             position += length
         return None, 0
 
-    def _read_next_segment(self, segment: _Segment, max_bytes: int) -> tuple[int, bytes]:
+    def _read_next_segment(self, segment: _Segment, max_bytes: int, min_one_batch: bool) -> tuple[int, bytes]:
         later = [s for s in self._segments if s.base_offset > segment.base_offset]
         if not later:
             return self._active.size, b""
-        return self.read(later[0].base_offset, max_bytes)
+        return self.read(later[0].base_offset, max_bytes, min_one_batch=min_one_batch)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, or None.
