@@ -53,6 +53,10 @@ class Dataset:
     batches: int
 
     @property
+    def label(self) -> str:
+        return f"{self.name}/{self.codec}"
+
+    @property
     def size(self) -> int:
         """Bytes of all segments as stored (compressed size for compressed codecs)."""
         return sum(len(segment) for segment in self.segments)

@@ -23,6 +23,10 @@ Sink = Callable[[Iterable[Any]], int]
 Reader = Callable[[bytes, Sink], int]
 #: offset, timestamp, key, value, headers
 RecordFields = tuple[int, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+RECORD_FIELD_NAMES = ("offset", "timestamp", "key", "value", "headers")
+
+#: "c" when aiokafka's reference reader is its Cython extension, "python" otherwise.
+AIOKAFKA_IMPLEMENTATION = "c" if "._crecords." in AioMemoryRecords.__module__ else "python"
 
 OURS = "ours"
 OURS_ITER_RECORDS = "ours.iter_records"

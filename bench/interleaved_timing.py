@@ -3,15 +3,15 @@
 Each round times every candidate once, in an order rotated round by round, so that a burst
 of noise hits all candidates alike instead of one candidate's whole series. A sample repeats
 the candidate enough times to last about ``min_sample_seconds`` (each candidate's repeat count
-is calibrated on its warm-up call, so a slow reference does not stretch the run) and runs with the garbage collector paused, as ``timeit`` does; the objects alive
-beforehand (datasets, modules) are collected once and frozen, so no sample pays for them.
+is calibrated on its warm-up call, so a slow reference does not stretch the run) and runs
+with the garbage collector paused, as ``timeit`` does; the objects alive beforehand
+(datasets, modules) are collected once and frozen, so no sample pays for them.
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,17 +19,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call of one candidate, one sample per round."""
+    """Seconds per call of one candidate, one sample per round (in round order)."""
 
     samples: tuple[float, ...]
 
     @property
     def best(self) -> float:
         return min(self.samples)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
 
 
 def time_interleaved(

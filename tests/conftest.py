@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin"]
+pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin", "tiered_kafka_dev.broker.pytest_plugin"]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -7,6 +7,7 @@ files' bytes without re-encoding them, long-polling on max_wait/min_bytes.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from tiered_kafka.format.log_writer import PartitionLog
     from tiered_kafka_dev.broker.server import Broker
 
+log = logging.getLogger(__name__)
 LEADER_EPOCH = 0
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -66,8 +68,10 @@ def _append(broker: Broker, plog: PartitionLog, records: bytes | None) -> dict[s
                 return {"error_code": ErrorCode.message_too_large, "error_message": f"batch of {batch.size} bytes exceeds message.max.bytes"}
         info = plog.append(records, leader_epoch=LEADER_EPOCH)
     except CorruptRecordError as err:
+        log.warning("refused a produce to %s: %s", plog.directory.name, err)
         return {"error_code": ErrorCode.corrupt_message, "error_message": str(err)}
     except (FormatError, LogWriteError) as err:
+        log.warning("refused a produce to %s: %s", plog.directory.name, err)
         return {"error_code": ErrorCode.invalid_record, "error_message": str(err)}
     return {"error_code": ErrorCode.none, "base_offset": info.first_offset, "log_start_offset": plog.log_start_offset}
 

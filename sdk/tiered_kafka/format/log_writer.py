@@ -358,8 +358,14 @@ class PartitionLog:
         base = self.log_end_offset if base_offset is None else base_offset
         if base < self.log_end_offset:
             raise LogWriteError(f"cannot roll to {base}, below the log end offset {self.log_end_offset}")
-        self._seal(self._active)
         self._close_log_file()
+        if self._active.size == 0:
+            # Kafka's LocalLog.roll: an empty active segment is replaced, not kept beside the new one
+            empty = self._segments.pop()
+            for path in empty.files():
+                path.unlink()
+        else:
+            self._seal(self._active)
         self._new_segment(base)
         return base
 

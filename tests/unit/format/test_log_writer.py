@@ -267,3 +267,12 @@ def test_read_after_reopen_and_across_a_gap(tmp_path: Path) -> None:
     assert reopened.read(105, 100) == (reopened._active.size, b"")
     with pytest.raises(OffsetOutOfRangeError):
         reopened.read(106, 100)
+
+
+def test_a_batch_larger_than_segment_bytes_gets_its_own_segment(tmp_path: Path) -> None:
+    big = _batch(20, value_size=500)
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(segment_bytes=len(big) // 2, retention_ms=-1), clock=FakeClock())
+    plog.append(big)  # the empty first segment is replaced, not duplicated
+    plog.append(big)
+    assert plog.segment_base_offsets() == [0, 20]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000000.log", "00000000000000000020.log"]

@@ -1,0 +1,49 @@
+"""confluent-kafka helpers shared by the tests that run against the development broker."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=configs)]).values():
+        future.result(timeout=30)
+
+
+def produce(bootstrap: str, topic: str, messages: list[tuple[int, bytes, bytes]], **config: object) -> None:
+    """messages: (partition, key, value). Fails the test on any delivery error."""
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **config})
+    for i, (partition, key, value) in enumerate(messages):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition, on_delivery=lambda err, _m: err and errors.append(err))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+
+
+def consume_all(consumer: Consumer, expected: int, timeout_s: float = 120) -> list:
+    messages = []
+    deadline = time.monotonic() + timeout_s
+    while len(messages) < expected and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 0.5):
+            if message.error():
+                raise KafkaException(message.error())
+            messages.append(message)
+    return messages
+
+
+def value_for(i: int) -> bytes:
+    """1 KiB, compressible like real payloads (a counter, some text, some noise)."""
+    head = f"{i:010d}|".encode()
+    noise = (i * 2654435761 % 2**32).to_bytes(4, "big") * 16
+    return (head + noise + b"the quick brown fox jumps over the lazy dog " * 24)[:1024]
