@@ -14,9 +14,9 @@ install:
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The local stack: for now the local services (Redis, ZooKeeper, SeaweedFS S3); Ctrl-C stops them.
+# The local stack: Redis, ZooKeeper, SeaweedFS S3 and the development Kafka broker doing its job; Ctrl-C stops it.
 run: install
-	$(PY) -m tiered_kafka_dev.services
+	$(PY) -m tiered_kafka_dev.stack
 
 # Benchmarks (not part of `make test`).
 bench: install

