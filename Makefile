@@ -21,6 +21,7 @@ run: install
 # Benchmarks (not part of `make test`).
 bench: install
 	$(PY) bench/bench_decode.py
+	$(PY) bench/bench_broker.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
