@@ -5,6 +5,10 @@
     s3://{bucket}/{prefix}/{entropy}/{cluster}/{topic}-{partition}/{base_offset:020d}.{log,index,timeindex,...}
     s3://{bucket}/{prefix}/{entropy}/{cluster}/{topic}-{partition}/offset.wm
 
+Gap markers (offset ranges known never to reach remote storage, e.g. deleted by retention before
+the agent could upload them) live beside the segments, so the registry can be rebuilt from S3
+alone: ``.../{topic}-{partition}/gaps/{start:020d}-{end:020d}`` (body: JSON with the reason).
+
 ``{entropy}`` appears only when ``entropy_bits`` N > 0: the first N bits, written as '0'/'1'
 characters, of MD5 over the UTF-8 string ``f"{cluster}-{topic}-{partition}"``, bytes taken
 most-significant bit first. It spreads partitions over 2**N S3 prefixes (S3 allows about
@@ -18,6 +22,7 @@ most-significant bit first. It spreads partitions over 2**N S3 prefixes (S3 allo
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from tiered_kafka.errors import ConfigError, InvalidSegmentNameError
@@ -25,12 +30,15 @@ from tiered_kafka.format.checkpoints import OFFSET_WM
 from tiered_kafka.format.segment_names import (
     FileKind,
     SegmentFileName,
+    format_offset,
     parse_partition_dir_name,
     partition_dir_name,
     segment_file_name,
 )
 
 MAX_ENTROPY_BITS = 128  # the width of an MD5 digest
+GAPS_DIR = "gaps"
+_GAP_NAME_RE = re.compile(r"^(?P<start>\d{20})-(?P<end>\d{20})$")
 
 
 def entropy(cluster: str, topic: str, partition: int, bits: int) -> str:
@@ -77,6 +85,19 @@ class Keyspace:
 
     def offset_wm_key(self, topic: str, partition: int) -> str:
         return self.partition_prefix(topic, partition) + OFFSET_WM
+
+    def gap_key(self, topic: str, partition: int, start: int, end: int) -> str:
+        return f"{self.partition_prefix(topic, partition)}{GAPS_DIR}/{format_offset(start)}-{format_offset(end)}"
+
+    def parse_gap_key(self, key: str) -> tuple[str, int, int, int]:
+        """(topic, partition, start, end) of a gap marker key; raises InvalidSegmentNameError."""
+        head, _, name = key.rpartition("/")
+        directory, _, gaps = head.rpartition("/")
+        match = _GAP_NAME_RE.match(name)
+        if gaps != GAPS_DIR or match is None:
+            raise InvalidSegmentNameError(f"object key {key!r} is not a gap marker")
+        parsed = self.parse(f"{directory}/{OFFSET_WM}")
+        return parsed.topic, parsed.partition, int(match["start"]), int(match["end"])
 
     def cluster_prefixes(self) -> list[str]:
         """Every prefix under which this cluster's partitions live (2**N with entropy)."""

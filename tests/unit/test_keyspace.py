@@ -60,3 +60,14 @@ def test_invalid_cluster_name() -> None:
         Keyspace("p", "")
     with pytest.raises(ConfigError):
         Keyspace("p", "a/b")
+
+
+def test_gap_marker_keys() -> None:
+    ks = Keyspace("custom-prefix", "kafkaCluster1", 5)
+    key = ks.gap_key("topicA", 0, 100, 199)
+    assert key == "custom-prefix/01011/kafkaCluster1/topicA-0/gaps/00000000000000000100-00000000000000000199"
+    assert ks.parse_gap_key(key) == ("topicA", 0, 100, 199)
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse(key)  # not a segment key
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse_gap_key(ks.segment_key("topicA", 0, 100, FileKind.LOG))

@@ -1,0 +1,229 @@
+"""The agent process: leadership → one uploader per led partition, woken by filesystem events.
+
+- Leadership (``leadership``): ZooKeeper watches, KRaft Admin API polling, or ``static``
+  (every partition directory found in the log dirs; for local runs and tests).
+- watchdog (inotify) on every log dir: a new ``.log`` (a roll) or a ``.deleted`` rename wakes
+  that partition's uploader at once; a periodic rescan covers missed events.
+- Uploads are bounded across partitions by ``upload.max_concurrent_segments`` and, within a
+  multipart file, by ``s3.part_concurrency``. Each partition has its own thread, so a slow or
+  failing S3 call (retried with backoff) holds only its own partition and one upload slot.
+- Losing leadership stops a partition's uploader after the segment in flight.
+- Remote retention runs every ``remote_retention.interval_s`` (``retention``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+import redis
+from botocore.config import Config
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_dir_name
+from tiered_kafka.errors import InvalidSegmentNameError
+from tiered_kafka.keyspace import Keyspace
+from tiered_kafka.registry import Registry
+from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_agent.leadership import (
+    KRaftLeadershipWatcher,
+    Leadership,
+    LeadershipWatcher,
+    StaticLeadership,
+    TopicFilter,
+    TopicPartition,
+    ZooKeeperLeadershipWatcher,
+)
+from tiered_kafka_agent.metrics import AgentMetrics
+from tiered_kafka_agent.partition_uploader import PartitionUploader
+from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
+from tiered_kafka_agent.retention import RemoteRetention
+from tiered_kafka_agent.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+def s3_client(settings: AgentSettings) -> Any:
+    s3 = settings.s3
+    secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
+    return boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint_url,
+        region_name=s3.region,
+        aws_access_key_id=s3.access_key_id,
+        aws_secret_access_key=secret,
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=max(30, int(settings.upload.timeout_s)),
+            max_pool_connections=max(10, settings.upload.max_concurrent_segments * settings.s3.part_concurrency),
+        ),
+    )
+
+
+def directory_partitions(log_dirs: list[Path], topic_filter: TopicFilter) -> dict[TopicPartition, Leadership]:
+    """Every ``{topic}-{partition}`` directory in the log dirs (static leadership)."""
+    found: dict[TopicPartition, Leadership] = {}
+    for log_dir in log_dirs:
+        if not log_dir.is_dir():
+            continue
+        for child in log_dir.iterdir():
+            try:
+                topic, partition = parse_partition_dir_name(child.name)
+            except InvalidSegmentNameError:
+                continue
+            if child.is_dir() and topic_filter.accepts(topic):
+                found[TopicPartition(topic, partition)] = Leadership(leader_epoch=-1)
+    return found
+
+
+class _LogDirEvents(FileSystemEventHandler):
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            path = Path(raw if isinstance(raw, str) else raw.decode()) if raw else None
+            if path is not None and SegmentFileName.try_parse(path.name) is not None:
+                self.agent.wake(path.parent.name)
+
+
+class Agent:
+    """One agent beside one broker. ``start()``, then ``stop()``."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        leadership: LeadershipWatcher | None = None,
+        s3: Any = None,
+        redis_client: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = AgentMetrics()
+        self.topic_filter = TopicFilter(settings.topics.include, settings.topics.exclude)
+        self.keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
+        self.retry = RetryPolicy(settings.upload.max_attempts, settings.upload.backoff_base_s, settings.upload.backoff_max_s)
+        transfer = transfer_config(settings.s3.multipart_threshold_bytes, settings.s3.multipart_chunk_bytes, settings.s3.part_concurrency)
+        self.store = RemoteStore(s3 or s3_client(settings), settings.s3.bucket, self.keyspace, transfer, self.retry)
+        self.registry = Registry(redis_client or redis.Redis.from_url(settings.redis.url, socket_timeout=10), settings.cluster)
+        self.leadership = leadership or self._leadership_watcher()
+        self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
+        self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
+        self._uploaders: dict[str, PartitionUploader] = {}
+        self._lock = threading.Lock()
+        self._observer: Any = None
+        self._stopped = threading.Event()
+        self._background: list[threading.Thread] = []
+
+    def _leadership_watcher(self) -> LeadershipWatcher:
+        mode = self.settings.leadership
+        if mode.mode == "zookeeper":
+            assert mode.zookeeper_connect is not None
+            return ZooKeeperLeadershipWatcher(mode.zookeeper_connect, self.settings.broker_id, self.topic_filter)
+        if mode.mode == "kraft":
+            assert mode.bootstrap_servers is not None
+            return KRaftLeadershipWatcher(mode.bootstrap_servers, self.settings.broker_id, self.topic_filter, poll_interval_s=mode.poll_interval_s)
+        return StaticLeadership(directory_partitions(self.settings.log_dirs, self.topic_filter))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        log.info("agent for broker %d of cluster %s starting: %s", self.settings.broker_id, self.settings.cluster, self.settings.redacted())
+        self.metrics.serve(self.settings.metrics.host, self.settings.metrics.port)
+        self._observer = Observer()
+        for log_dir in self.settings.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._observer.schedule(_LogDirEvents(self), str(log_dir), recursive=True)
+        self._observer.start()
+        self.leadership.start(self._on_leadership)
+        self._every(self.settings.remote_retention.interval_s, self.retention.run_once, "remote-retention")
+        if isinstance(self.leadership, StaticLeadership):
+            self._every(self.settings.upload.rescan_interval_s, self._rescan_directories, "static-leadership")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.leadership.stop()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(10)
+        with self._lock:
+            uploaders = list(self._uploaders.values())
+            self._uploaders.clear()
+        for uploader in uploaders:
+            uploader.stop()
+        for uploader in uploaders:
+            uploader.join(60)
+        for thread in self._background:
+            thread.join(10)
+        log.info("agent stopped")
+
+    def __enter__(self) -> Agent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- leadership and events -------------------------------------------------------------
+    def _on_leadership(self, led: dict[TopicPartition, Leadership]) -> None:
+        wanted = {f"{tp.topic}-{tp.partition}": tp for tp in led}
+        with self._lock:
+            if self._stopped.is_set():
+                return
+            for name in list(self._uploaders):
+                if name not in wanted:
+                    log.info("leadership of %s moved away: finishing the upload in flight, then stopping", name)
+                    self._uploaders.pop(name).stop()
+                    self.metrics.forget_partition(*_split(name))
+            for name, tp in wanted.items():
+                if name not in self._uploaders:
+                    uploader = PartitionUploader(
+                        tp.topic,
+                        tp.partition,
+                        self.settings.log_dirs,
+                        self.store,
+                        self.registry,
+                        self.metrics,
+                        self.upload_slots,
+                        self.retry,
+                        self.settings.upload.rescan_interval_s,
+                    )
+                    self._uploaders[name] = uploader
+                    uploader.start()
+            self.metrics.led_partitions.set(len(self._uploaders))
+
+    def wake(self, partition_dir: str) -> None:
+        with self._lock:
+            uploader = self._uploaders.get(partition_dir)
+        if uploader is not None:
+            uploader.wake()
+
+    def led_partitions(self) -> list[str]:
+        with self._lock:
+            return sorted(self._uploaders)
+
+    def _rescan_directories(self) -> None:
+        assert isinstance(self.leadership, StaticLeadership)
+        self.leadership.set(directory_partitions(self.settings.log_dirs, self.topic_filter))
+
+    def _every(self, interval_s: float, action: Any, name: str) -> None:
+        def loop() -> None:
+            while not self._stopped.wait(interval_s):
+                try:
+                    action()
+                except Exception:
+                    log.exception("%s failed", name)
+
+        thread = threading.Thread(target=loop, name=name, daemon=True)
+        thread.start()
+        self._background.append(thread)
+
+
+def _split(name: str) -> tuple[str, int]:
+    return parse_partition_dir_name(name)

@@ -1,0 +1,26 @@
+"""Fault injection for the crash-recovery tests: SIGKILL the agent at a named step.
+
+Inert unless ``TIERED_KAFKA_AGENT_TEST_CRASH_AT`` names a step; then the first time the agent
+reaches that step it kills itself with SIGKILL (no cleanup, no flush: a real crash). Steps, in
+the order one segment goes through them:
+
+    during_part       while a multipart .log upload is sending its parts
+    after_log         the .log object is complete, its indexes are not uploaded yet
+    before_register   every object is uploaded, the Redis registration has not happened
+    before_watermark  registered in Redis, offset.wm not yet moved
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+CRASH_ENV = "TIERED_KAFKA_AGENT_TEST_CRASH_AT"
+STEPS = ("during_part", "after_log", "before_register", "before_watermark")
+
+
+def crash_point(step: str) -> None:
+    if step not in STEPS:
+        raise ValueError(f"unknown crash step {step!r}")
+    if os.environ.get(CRASH_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)

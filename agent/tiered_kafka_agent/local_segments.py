@@ -1,0 +1,200 @@
+"""A broker's partition directory, seen by the agent: which segments are rotated, and their facts.
+
+Kafka's rule: in ``{log.dir}/{topic}-{partition}/`` the segment with the largest base offset is
+active; every other one is rotated and immutable. Retention may rename a rotated segment's
+files with a ``.deleted`` suffix at any moment, and delete them ``file.delete.delay.ms`` later.
+
+The agent opens a segment's files before reading them (``open_segment``): an open descriptor
+keeps the data readable through a rename or an unlink, and a file already renamed is found
+under its ``.deleted`` name. Only a segment whose files are all gone is lost (a gap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from tiered_kafka.errors import FormatError
+from tiered_kafka.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
+from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, iter_batches
+from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
+from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+
+#: Kinds uploaded for every segment, and the optional ones uploaded when present.
+REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
+OPTIONAL_KINDS = (FileKind.TXNINDEX, FileKind.SNAPSHOT)
+_READ_CHUNK = 8 * 1024 * 1024
+
+
+class SegmentGoneError(Exception):
+    """Every name of a segment's .log is gone: retention deleted it before it was read."""
+
+
+class SegmentNotReadyError(Exception):
+    """A rotated segment whose indexes the broker has not finished trimming yet; retry shortly."""
+
+
+@dataclass(frozen=True, order=True)
+class LocalSegment:
+    base_offset: int
+    directory: Path = field(compare=False)
+
+    def path(self, kind: FileKind, suffix: Suffix = Suffix.NONE) -> Path:
+        return self.directory / segment_file_name(self.base_offset, kind, suffix)
+
+
+@dataclass(frozen=True)
+class SegmentStats:
+    """Facts read from a segment's batch headers while computing its checksum."""
+
+    last_offset: int
+    record_count: int
+    min_timestamp: int
+    max_timestamp: int
+    leader_epoch: int
+    size: int
+    checksum: str  # "crc32c:xxxxxxxx" of the whole .log
+
+
+def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
+    """(rotated segments oldest first, active segment base offset) of a partition directory.
+
+    Segments already renamed ``.deleted`` count as rotated: they can still be uploaded.
+    """
+    bases: set[int] = set()
+    live: set[int] = set()
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            name = SegmentFileName.try_parse(entry.name)
+            if name is None or name.kind != FileKind.LOG or name.suffix not in (Suffix.NONE, Suffix.DELETED):
+                continue
+            bases.add(name.base_offset)
+            if name.suffix == Suffix.NONE:
+                live.add(name.base_offset)
+    if not live:
+        return [LocalSegment(b, directory) for b in sorted(bases)], None
+    active = max(live)
+    return [LocalSegment(b, directory) for b in sorted(bases) if b < active], active
+
+
+def _open_either(segment: LocalSegment, kind: FileKind) -> tuple[int, Path] | None:
+    """Open the file under its live or ``.deleted`` name; None when both are gone."""
+    for suffix in (Suffix.NONE, Suffix.DELETED):
+        path = segment.path(kind, suffix)
+        try:
+            return os.open(path, os.O_RDONLY), path
+        except FileNotFoundError:
+            continue
+    return None
+
+
+@dataclass
+class OpenSegment:
+    """A rotated segment's files, held open so retention cannot take them mid-upload.
+
+    ``files`` maps each present kind to an open descriptor; ``fd_path`` gives a path that reads
+    through the descriptor (``/proc/self/fd/N``) whatever happened to the name since.
+    """
+
+    segment: LocalSegment
+    files: dict[FileKind, int]
+    names: dict[FileKind, Path]
+
+    def fd_path(self, kind: FileKind) -> str:
+        return f"/proc/self/fd/{self.files[kind]}"
+
+    def size(self, kind: FileKind) -> int:
+        return os.fstat(self.files[kind]).st_size
+
+    def close(self) -> None:
+        for fd in self.files.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.files.clear()
+
+
+@contextlib.contextmanager
+def open_segment(segment: LocalSegment) -> Iterator[OpenSegment]:
+    """Open every file of a rotated segment (live or ``.deleted`` names).
+
+    Raises SegmentGoneError when the .log is gone under both names, and SegmentNotReadyError
+    when an index is still preallocated (the broker is between rolling and trimming it).
+    """
+    opened = OpenSegment(segment, {}, {})
+    try:
+        for kind in (*REQUIRED_KINDS, *OPTIONAL_KINDS):
+            found = _open_either(segment, kind)
+            if found is None:
+                if kind == FileKind.LOG:
+                    raise SegmentGoneError(f"{segment.path(FileKind.LOG)} is gone (also as .deleted)")
+                if kind in REQUIRED_KINDS:
+                    raise SegmentGoneError(f"{segment.path(kind)} is gone while its .log remains")
+                continue
+            opened.files[kind], opened.names[kind] = found
+        _check_trimmed(opened)
+        yield opened
+    finally:
+        opened.close()
+
+
+def _check_trimmed(opened: OpenSegment) -> None:
+    """A rotated segment's indexes are trimmed to their entries; a preallocated one ends in zeros."""
+    for kind, entry_size in ((FileKind.INDEX, INDEX_ENTRY_SIZE), (FileKind.TIMEINDEX, TIME_ENTRY_SIZE)):
+        size = opened.size(kind)
+        if size == 0:
+            continue
+        if size % entry_size:
+            raise SegmentNotReadyError(f"{opened.names[kind]}: size {size} is not a multiple of {entry_size}")
+        last = os.pread(opened.files[kind], entry_size, size - entry_size)
+        if not any(last):
+            raise SegmentNotReadyError(f"{opened.names[kind]} still has a zero-filled preallocated tail")
+
+
+def read_stats(opened: OpenSegment) -> SegmentStats:
+    """Scan the .log once: CRC-32C of the whole file, and every batch header (CRCs verified).
+
+    Raises FormatError for a corrupt or truncated .log: such a segment must not be registered.
+    """
+    fd = opened.files[FileKind.LOG]
+    size = os.fstat(fd).st_size
+    checksum = 0
+    position = 0
+    carry = b""
+    last_offset = opened.segment.base_offset - 1
+    record_count = 0
+    min_ts, max_ts = 2**63 - 1, -1
+    epoch = NO_PARTITION_LEADER_EPOCH
+    while position < size:
+        chunk = os.pread(fd, min(_READ_CHUNK, size - position), position)
+        if not chunk:
+            raise FormatError(f"{opened.names[FileKind.LOG]}: file shrank while reading at {position}")
+        checksum = crc32c.crc32c(chunk, checksum)
+        data = carry + chunk
+        start = position - len(carry)
+        consumed = 0
+        for batch in iter_batches(data, position=start, allow_truncated_tail=True):
+            last_offset = batch.last_offset
+            record_count += batch.record_count
+            if batch.magic >= 2:
+                min_ts = min(min_ts, batch.base_timestamp)
+            max_ts = max(max_ts, batch.max_timestamp)
+            epoch = max(epoch, batch.partition_leader_epoch)
+            consumed = batch.next_position - start
+        carry = data[consumed:]
+        position += len(chunk)
+    if carry:
+        list(iter_batches(carry, position=size - len(carry)))  # raises TruncatedRecordError with the position
+    return SegmentStats(
+        last_offset=last_offset,
+        record_count=record_count,
+        min_timestamp=min_ts if max_ts >= 0 else -1,
+        max_timestamp=max_ts,
+        leader_epoch=epoch,
+        size=size,
+        checksum=f"crc32c:{checksum:08x}",
+    )

@@ -1,0 +1,57 @@
+"""The agent's Prometheus metrics (one registry per Agent, so tests can run several).
+
+    tiered_kafka_agent_upload_lag_offsets{topic,partition}     rotated offsets not yet registered
+    tiered_kafka_agent_upload_lag_seconds{topic,partition}     age of the oldest rotated segment not yet registered
+    tiered_kafka_agent_watermark_age_seconds{topic,partition}  time since offset.wm last moved
+    tiered_kafka_agent_uploaded_bytes_total{topic}             bytes uploaded (all files of all segments)
+    tiered_kafka_agent_segments_uploaded_total{topic}          segments uploaded and registered
+    tiered_kafka_agent_upload_failures_total{topic}            segment attempts that failed after their retries
+    tiered_kafka_agent_upload_retries_total{topic}             retried S3/Redis calls
+    tiered_kafka_agent_gaps_total{topic}                       segments lost before they could be uploaded
+    tiered_kafka_agent_roll_to_registered_seconds              histogram: segment roll seen -> registered
+    tiered_kafka_agent_led_partitions                          partitions this agent uploads
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+PREFIX = "tiered_kafka_agent"
+
+
+class AgentMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        tp = ["topic", "partition"]
+        self.lag_offsets = Gauge(f"{PREFIX}_upload_lag_offsets", "Rotated offsets not yet registered", tp, registry=self.registry)
+        self.lag_seconds = Gauge(f"{PREFIX}_upload_lag_seconds", "Age of the oldest rotated segment not yet registered", tp, registry=self.registry)
+        self.watermark_age = Gauge(f"{PREFIX}_watermark_age_seconds", "Seconds since offset.wm last moved", tp, registry=self.registry)
+        self.uploaded_bytes = Counter(f"{PREFIX}_uploaded_bytes", "Bytes uploaded to S3", ["topic"], registry=self.registry)
+        self.segments = Counter(f"{PREFIX}_segments_uploaded", "Segments uploaded and registered", ["topic"], registry=self.registry)
+        self.failures = Counter(f"{PREFIX}_upload_failures", "Segment uploads that failed after retries", ["topic"], registry=self.registry)
+        self.retries = Counter(f"{PREFIX}_upload_retries", "Retried S3 or Redis calls", ["topic"], registry=self.registry)
+        self.gaps = Counter(f"{PREFIX}_gaps", "Segments deleted before they could be uploaded", ["topic"], registry=self.registry)
+        self.roll_to_registered = Histogram(
+            f"{PREFIX}_roll_to_registered_seconds",
+            "From seeing a rolled segment to its registration",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
+            registry=self.registry,
+        )
+        self.led_partitions = Gauge(f"{PREFIX}_led_partitions", "Partitions this agent uploads", registry=self.registry)
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose /metrics over HTTP (port 0: not served)."""
+        if port:
+            start_http_server(port, addr=host, registry=self.registry)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        for gauge in (self.lag_offsets, self.lag_seconds, self.watermark_age):
+            try:
+                gauge.remove(topic, str(partition))
+            except KeyError:
+                pass
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (tests and the CLI's status output)."""
+        result = self.registry.get_sample_value(name, labels)
+        return 0.0 if result is None else result

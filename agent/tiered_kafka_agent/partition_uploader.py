@@ -1,0 +1,246 @@
+"""One led partition: upload every rotated segment past offset.wm, in order, never losing one.
+
+For each rotated segment with a base offset above the watermark, oldest first:
+
+1. open its files (live or ``.deleted`` names) and read its facts (CRC-verified batch headers);
+2. upload them (``RemoteStore.upload_segment``: the .log, then its indexes);
+3. register it in Redis (atomic and idempotent, ``tiered_kafka.registry``);
+4. write ``offset.wm`` (its base offset) to S3.
+
+A crash anywhere repeats at most the current segment on restart: uploads overwrite the same
+keys, registration of the same segment is a no-op, and the watermark only moves after it.
+On start, after any missed filesystem event, and every ``upload.rescan_interval_s``, the
+directory is rescanned from the watermark, so nothing depends on inotify alone.
+
+A segment that retention deleted before it could be opened is a *gap*: its offsets
+[expected, next base - 1] are recorded in the registry, counted in a metric and logged as an
+error. Offsets are never skipped silently. A segment with corrupt bytes is never registered:
+the partition stops advancing and retries, with an error in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from tiered_kafka.errors import FormatError
+from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
+from tiered_kafka.registry import Registry, SegmentOverlapError
+from tiered_kafka_agent.faults import crash_point
+from tiered_kafka_agent.local_segments import (
+    LocalSegment,
+    SegmentGoneError,
+    SegmentNotReadyError,
+    list_segments,
+    open_segment,
+    read_stats,
+)
+from tiered_kafka_agent.metrics import AgentMetrics
+from tiered_kafka_agent.remote_store import RemoteStore, UploadHooks
+from tiered_kafka_agent.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+NOT_READY_RETRY_S = 0.05
+
+
+class PartitionUploader:
+    """Uploads one partition's rotated segments; ``run`` in its own thread, ``stop`` to end it."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log_dirs: list[Path],
+        store: RemoteStore,
+        registry: Registry,
+        metrics: AgentMetrics,
+        upload_slots: threading.Semaphore,
+        retry: RetryPolicy,
+        rescan_interval_s: float,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log_dirs = log_dirs
+        self.store = store
+        self.registry = registry
+        self.metrics = metrics
+        self.upload_slots = upload_slots
+        self.retry = retry
+        self.rescan_interval_s = rescan_interval_s
+        self.name = partition_dir_name(topic, partition)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._watermark: int | None = None
+        self._watermark_loaded = False
+        self._watermark_moved = time.monotonic()
+        self._first_seen: dict[int, float] = {}
+        self._failures = 0
+        self.thread = threading.Thread(target=self.run, name=f"upload-{self.name}", daemon=True)
+
+    # -- control ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.thread.start()
+
+    def wake(self) -> None:
+        """A filesystem event in the partition directory: rescan now."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop after the segment in flight (a lost leadership finishes its upload)."""
+        self._stop.set()
+        self._wake.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self.thread.join(timeout)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        log.info("uploading %s", self.name)
+        while not self._stop.is_set():
+            self._wake.clear()
+            delay = self.rescan_interval_s
+            try:
+                delay = self.sync()
+            except Exception as err:  # never let one partition's failure kill its thread
+                self._failures += 1
+                self.metrics.failures.labels(self.topic).inc()
+                delay = self.retry.delay(min(self._failures, 10))
+                log.error("%s: upload pass failed (retrying in %.1fs): %s", self.name, delay, err, exc_info=not isinstance(err, (OSError, FormatError)))
+            self._wake.wait(delay)
+        log.info("stopped uploading %s", self.name)
+
+    # -- one pass --------------------------------------------------------------------------
+    def directory(self) -> Path | None:
+        for log_dir in self.log_dirs:
+            candidate = log_dir / self.name
+            if candidate.is_dir():
+                return candidate
+        return None
+
+    def sync(self) -> float:
+        """Upload what is pending; returns how long to wait before the next pass."""
+        directory = self.directory()
+        if directory is None:
+            return self.rescan_interval_s
+        if not self._watermark_loaded:
+            self._watermark = self.store.read_watermark(self.topic, self.partition)
+            self._watermark_loaded = True
+        segments, active = list_segments(directory)
+        now = time.monotonic()
+        pending = [s for s in segments if self._watermark is None or s.base_offset > self._watermark]
+        for segment in pending:
+            self._first_seen.setdefault(segment.base_offset, now)
+        self._update_lag(pending, active)
+        for index, segment in enumerate(pending):
+            if self._stop.is_set():
+                break
+            next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
+            try:
+                self._process(segment, next_base)
+            except SegmentNotReadyError as err:
+                log.debug("%s: %s", self.name, err)
+                return NOT_READY_RETRY_S
+        self._failures = 0
+        self._update_lag([s for s in pending if self._watermark is None or s.base_offset > self._watermark], active)
+        return self.rescan_interval_s
+
+    def _expected_next_offset(self) -> int | None:
+        info = self.registry.partition_info(self.topic, self.partition)
+        if info is None or info.segment_count == 0:
+            return None
+        return info.latest_offset + 1
+
+    def _process(self, segment: LocalSegment, next_base: int | None) -> None:
+        expected = self._expected_next_offset()
+        hooks = UploadHooks(
+            on_bytes=lambda n: self.metrics.uploaded_bytes.labels(self.topic).inc(n),
+            on_retry=lambda err: self.metrics.retries.labels(self.topic).inc(),
+            checkpoint=crash_point,
+        )
+        try:
+            with self.upload_slots, open_segment(segment) as opened:
+                stats = read_stats(opened)
+                if stats.record_count == 0 or (expected is not None and stats.last_offset < expected):
+                    log.info("%s: segment %d holds nothing new (last offset %d); moving on", self.name, segment.base_offset, stats.last_offset)
+                    self._advance_watermark(segment.base_offset)
+                    return
+                if expected is not None and segment.base_offset > expected:
+                    self._record_gap(expected, segment.base_offset - 1, "deleted before upload")
+                entry = self.store.upload_segment(self.topic, self.partition, opened, stats, hooks, should_stop=lambda: False)
+        except SegmentGoneError as err:
+            start = expected if expected is not None else segment.base_offset
+            end = (next_base - 1) if next_base is not None else segment.base_offset
+            self._record_gap(start, end, f"deleted before upload: {err}")
+            self._advance_watermark(segment.base_offset)
+            return
+        crash_point("before_register")
+        try:
+            added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {segment.base_offset}")
+        except SegmentOverlapError as err:
+            # a new leader whose segment boundaries differ from the previous leader's: the
+            # offsets past the registered range are reported, never silently dropped
+            log.error("%s: %s", self.name, err)
+            self._record_gap(max(expected or 0, segment.base_offset), stats.last_offset, "overlaps a segment uploaded by another leader")
+            self._advance_watermark(segment.base_offset)
+            return
+        crash_point("before_watermark")
+        self._advance_watermark(segment.base_offset)
+        self.metrics.segments.labels(self.topic).inc()
+        seen = self._first_seen.pop(segment.base_offset, None)
+        if seen is not None:
+            self.metrics.roll_to_registered.observe(time.monotonic() - seen)
+        log.info(
+            "%s: segment %d..%d uploaded and %s (%d bytes)",
+            self.name,
+            entry.base_offset,
+            entry.last_offset,
+            "registered" if added else "already registered",
+            entry.size,
+        )
+
+    def _advance_watermark(self, base_offset: int) -> None:
+        self.retry.call(lambda: self.store.write_watermark(self.topic, self.partition, base_offset), what=f"offset.wm of {self.name}")
+        self._watermark = base_offset
+        self._watermark_moved = time.monotonic()
+
+    def _record_gap(self, start: int, end: int, reason: str) -> None:
+        if end < start:
+            return
+        log.error("%s: GAP offsets %d..%d will not be in remote storage: %s", self.name, start, end, reason)
+        self.metrics.gaps.labels(self.topic).inc()
+        detected_ms = time.time_ns() // 1_000_000
+        self.store.write_gap_marker(self.topic, self.partition, start, end, reason, detected_ms)
+        self.retry.call(
+            lambda: self.registry.record_gap(self.topic, self.partition, start, end, reason, detected_ms=detected_ms),
+            what=f"gap marker of {self.name}",
+        )
+
+    def _update_lag(self, pending: list[LocalSegment], active: int | None) -> None:
+        labels = (self.topic, str(self.partition))
+        if pending and active is not None:
+            self.metrics.lag_offsets.labels(*labels).set(active - pending[0].base_offset)
+            oldest = pending[0]
+            try:
+                mtime = _mtime(oldest)
+                self.metrics.lag_seconds.labels(*labels).set(max(0.0, time.time() - mtime))
+            except FileNotFoundError:
+                pass
+        else:
+            self.metrics.lag_offsets.labels(*labels).set(0)
+            self.metrics.lag_seconds.labels(*labels).set(0)
+        self.metrics.watermark_age.labels(*labels).set(time.monotonic() - self._watermark_moved)
+
+
+def _mtime(segment: LocalSegment) -> float:
+    for suffix in (Suffix.NONE, Suffix.DELETED):
+        try:
+            return os.stat(segment.path(FileKind.LOG, suffix)).st_mtime
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(segment.path(FileKind.LOG))

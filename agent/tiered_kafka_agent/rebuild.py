@@ -1,0 +1,92 @@
+"""Rebuild a cluster's Redis registry from S3 alone: ``tiered-kafka-agent rebuild-registry``.
+
+Every fact the agent registers is also in S3: a segment's entry in its ``.log`` object's
+``tk-*`` metadata (``remote_store``), and each gap in a marker object (``keyspace.gap_key``). The
+rebuild lists every prefix of the cluster (all 2**N entropy prefixes), reads those, and for each
+partition replaces its registry keys with exactly what S3 holds. A ``.log`` whose listed files
+are not all present (an upload cut short) is left out, as the agent would not have registered it.
+The result equals what the agent registered (``Registry.dump`` compares them in the tests).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tiered_kafka.errors import InvalidSegmentNameError
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka_agent.remote_store import MetadataError, RemoteStore, entry_from_metadata
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RebuildReport:
+    partitions: int = 0
+    segments: int = 0
+    gaps: int = 0
+    skipped: int = 0
+
+
+def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
+    report = RebuildReport()
+    keys_by_partition: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
+    gap_keys: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for prefix in store.keyspace.cluster_prefixes():
+        for key, size in store.list_keys(prefix):
+            try:
+                parsed = store.keyspace.parse(key)
+            except InvalidSegmentNameError:
+                try:
+                    topic, partition, _, _ = store.keyspace.parse_gap_key(key)
+                    gap_keys[(topic, partition)].append(key)
+                except InvalidSegmentNameError:
+                    log.warning("rebuild: ignoring %s (not in the keyspace)", key)
+                continue
+            if parsed.segment is not None and parsed.segment.suffix.value == "":
+                keys_by_partition[(parsed.topic, parsed.partition)][key] = size
+
+    for (topic, partition) in sorted(set(keys_by_partition) | set(gap_keys)):
+        present = keys_by_partition.get((topic, partition), {})
+        entries = []
+        for key, size in sorted(present.items()):
+            if not key.endswith("." + FileKind.LOG.value):
+                continue
+            entry = _entry(store, topic, partition, key, size)
+            if entry is None or not _complete(store, entry, present):
+                report.skipped += 1
+                continue
+            entries.append(entry)
+        registry.clear_partition(topic, partition)
+        for entry in sorted(entries, key=lambda e: e.base_offset):
+            registry.register(entry)
+        for key in sorted(gap_keys.get((topic, partition), [])):
+            marker = store.read_gap_marker(key)
+            registry.record_gap(topic, partition, marker["start_offset"], marker["end_offset"], marker["reason"], detected_ms=marker["detected_ms"])
+            report.gaps += 1
+        if entries or gap_keys.get((topic, partition)):
+            registry.ensure_listed(topic, partition)
+        report.partitions += 1
+        report.segments += len(entries)
+    log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
+    return report
+
+
+def _entry(store: RemoteStore, topic: str, partition: int, key: str, size: int) -> SegmentEntry | None:
+    _, metadata = store.head_metadata(key)
+    try:
+        return entry_from_metadata(topic, partition, key, size, metadata)
+    except MetadataError as err:
+        log.warning("rebuild: skipping %s: %s", key, err)
+        return None
+
+
+def _complete(store: RemoteStore, entry: SegmentEntry, present: dict[str, int]) -> bool:
+    for kind in entry.files:
+        key = store.keyspace.segment_key(entry.topic, entry.partition, entry.base_offset, FileKind(kind))
+        if key not in present:
+            log.warning("rebuild: skipping segment %s: %s is missing (an upload cut short)", entry.object_key, key)
+            return False
+    return True

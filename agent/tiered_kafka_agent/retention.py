@@ -1,0 +1,79 @@
+"""Remote retention: per-topic limits by time and by bytes on what the registry holds.
+
+Kafka's rules, applied to the remote copy, oldest segment first, stopping at the first one that
+does not qualify:
+    remote_retention.ms     now - segment max timestamp > ms
+    remote_retention.bytes  total remote bytes - segment size >= bytes (what remains stays >= the limit)
+
+Order of deletion, so that nothing ever points at a missing object: the registry entry first
+(readers stop being sent there), then the objects (``.log`` first). A crash in between leaves
+objects without an entry; every run also sweeps the partition's prefix for segment objects below
+the earliest registered base offset and deletes them, so no object is left dangling.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from tiered_kafka.errors import InvalidSegmentNameError
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka_agent.config import RemoteRetentionSettings
+from tiered_kafka_agent.remote_store import RemoteStore
+from tiered_kafka_agent.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+
+class RemoteRetention:
+    def __init__(self, registry: Registry, store: RemoteStore, settings: RemoteRetentionSettings, retry: RetryPolicy) -> None:
+        self.registry = registry
+        self.store = store
+        self.settings = settings
+        self.retry = retry
+
+    def run_once(self, now_ms: int | None = None) -> list[SegmentEntry]:
+        """Apply every topic's limits; returns the segments deleted."""
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        deleted: list[SegmentEntry] = []
+        for topic, partition in self.registry.partitions():
+            limits = self.settings.for_topic(topic)
+            if limits.ms < 0 and limits.bytes < 0:
+                continue
+            deleted += self._apply(topic, partition, limits.ms, limits.bytes, now)
+            self._sweep_orphans(topic, partition)
+        return deleted
+
+    def _apply(self, topic: str, partition: int, max_age_ms: int, max_bytes: int, now: int) -> list[SegmentEntry]:
+        segments = self.registry.segments(topic, partition)
+        doomed: list[SegmentEntry] = []
+        excess = sum(s.size for s in segments) - max_bytes if max_bytes >= 0 else -1
+        for segment in segments:
+            too_old = max_age_ms >= 0 and now - segment.max_timestamp > max_age_ms
+            too_big = max_bytes >= 0 and excess - segment.size >= 0
+            if not (too_old or too_big):
+                break
+            if too_big:
+                excess -= segment.size
+            doomed.append(segment)
+        for segment in doomed:
+            self.registry.delete_segment(topic, partition, segment.base_offset)
+            self.store.delete_segment_objects(topic, partition, segment.base_offset, [FileKind(k) for k in segment.files])
+            log.info("remote retention deleted %s-%d segment %d..%d", topic, partition, segment.base_offset, segment.last_offset)
+        return doomed
+
+    def _sweep_orphans(self, topic: str, partition: int) -> None:
+        """Delete segment objects below the earliest registered segment (left by a crash mid-deletion)."""
+        info = self.registry.partition_info(topic, partition)
+        if info is None or info.segment_count == 0:
+            return
+        prefix = self.store.keyspace.partition_prefix(topic, partition)
+        for key, _size in list(self.store.list_keys(prefix)):
+            try:
+                parsed = self.store.keyspace.parse(key)
+            except InvalidSegmentNameError:
+                continue
+            if parsed.segment is not None and parsed.segment.base_offset < info.earliest_offset:
+                log.warning("remote retention: deleting dangling object %s", key)
+                self.retry.call(lambda key=key: self.store.client.delete_object(Bucket=self.store.bucket, Key=key), what=f"delete of {key}")

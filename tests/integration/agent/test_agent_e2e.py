@@ -1,0 +1,53 @@
+"""The agent end to end: segments rolled by the development broker reach S3 and the registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka.format.checkpoints import parse_offset_wm
+from tiered_kafka.format.record_batch import iter_batches
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka_agent.agent import Agent
+
+pytestmark = pytest.mark.integration
+
+
+def test_rolled_segments_are_uploaded_and_registered(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    broker = start_dev_broker(tmp_path / "logs")
+    bootstrap = broker.broker.bootstrap_servers
+    create_topic(bootstrap, "orders", 2, **{"segment.bytes": "50000"})
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings) as agent:
+        produce(bootstrap, "orders", [(i % 2, str(i).encode(), value_for(i)) for i in range(1000)], **{"linger.ms": 1, "batch.num.messages": 5})
+        for p in range(2):
+            directory = tmp_path / "logs" / f"orders-{p}"
+            rotated = rotated_bases(directory)
+            assert len(rotated) >= 5
+            wait_for(lambda: [s.base_offset for s in registry.segments("orders", p)] == rotated, what=f"orders-{p} registered")
+            entries = registry.segments("orders", p)
+            # contiguous: every rotated offset is registered exactly once
+            assert entries[0].base_offset == 0
+            assert all(a.last_offset + 1 == b.base_offset for a, b in zip(entries, entries[1:]))
+            for entry in entries:
+                local = (directory / f"{entry.base_offset:020d}.log").read_bytes()
+                remote = s3_server.client().get_object(Bucket=s3_bucket, Key=entry.object_key)["Body"].read()
+                assert remote == local
+                assert entry.files == ("log", "index", "timeindex")
+                assert entry.size == len(local)
+                batches = list(iter_batches(local))
+                assert (entry.last_offset, entry.record_count) == (batches[-1].last_offset, sum(b.record_count for b in batches))
+                for kind in (FileKind.INDEX, FileKind.TIMEINDEX):
+                    key = agent.keyspace.segment_key("orders", p, entry.base_offset, kind)
+                    body = s3_server.client().get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+                    assert body == (directory / f"{entry.base_offset:020d}.{kind.value}").read_bytes()
+            wm = s3_server.client().get_object(Bucket=s3_bucket, Key=agent.keyspace.offset_wm_key("orders", p))["Body"].read()
+            assert parse_offset_wm(wm) == rotated[-1]
+            info = registry.partition_info("orders", p)
+            assert (info.earliest_offset, info.latest_offset) == (0, entries[-1].last_offset)
+        assert agent.metrics.value("tiered_kafka_agent_segments_uploaded_total", topic="orders") == sum(
+            len(rotated_bases(tmp_path / "logs" / f"orders-{p}")) for p in range(2)
+        )
+        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="orders") == 0
