@@ -112,6 +112,7 @@ class Agent:
         self.retry = RetryPolicy(settings.upload.max_attempts, settings.upload.backoff_base_s, settings.upload.backoff_max_s)
         transfer = transfer_config(settings.s3.multipart_threshold_bytes, settings.s3.multipart_chunk_bytes, settings.s3.part_concurrency)
         self.store = RemoteStore(s3 or s3_client(settings), settings.s3.bucket, self.keyspace, transfer, self.retry)
+        self.metrics.observe_s3_client(self.store.client)
         self.registry = Registry(redis_client or redis.Redis.from_url(settings.redis.url, socket_timeout=10), settings.cluster)
         self.leadership = leadership or self._leadership_watcher()
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)

@@ -8,6 +8,7 @@
     tiered_kafka_agent_upload_failures_total{topic}            segment attempts that failed after their retries
     tiered_kafka_agent_upload_retries_total{topic}             retried S3/Redis calls
     tiered_kafka_agent_gaps_total{topic}                       segments lost before they could be uploaded
+    tiered_kafka_agent_s3_request_errors_total                 failed S3 HTTP attempts (botocore retries them first)
     tiered_kafka_agent_roll_to_registered_seconds              histogram: segment roll seen -> registered
     tiered_kafka_agent_led_partitions                          partitions this agent uploads
 """
@@ -37,7 +38,18 @@ class AgentMetrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
+        self.s3_request_errors = Counter(f"{PREFIX}_s3_request_errors", "Failed S3 HTTP attempts", registry=self.registry)
         self.led_partitions = Gauge(f"{PREFIX}_led_partitions", "Partitions this agent uploads", registry=self.registry)
+
+    def observe_s3_client(self, client: object) -> None:
+        """Count every failed S3 attempt, including those botocore retries by itself."""
+
+        def on_needs_retry(response: object = None, caught_exception: object = None, **_: object) -> None:
+            status = response[1].get("ResponseMetadata", {}).get("HTTPStatusCode", 0) if isinstance(response, tuple) else 0
+            if caught_exception is not None or status >= 500:
+                self.s3_request_errors.inc()
+
+        client.meta.events.register("needs-retry.s3", on_needs_retry)  # type: ignore[attr-defined]
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics over HTTP (port 0: not served)."""

@@ -62,3 +62,61 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 60, what: str = "c
 def rotated_bases(directory: Path) -> list[int]:
     bases = sorted(int(p.name[:20]) for p in directory.glob("*.log"))
     return bases[:-1]
+
+
+def settings_properties(settings: AgentSettings) -> str:
+    """The settings as a .properties file (dotted names), for an agent run as a subprocess."""
+    lines: list[str] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        elif isinstance(value, list):
+            lines.append(f"{prefix}={','.join(str(v) for v in value)}")
+        elif value is not None:
+            lines.append(f"{prefix}={value}")
+
+    data = settings.model_dump(mode="json")
+    if settings.s3.secret_access_key is not None:
+        data["s3"]["secret_access_key"] = settings.s3.secret_access_key.get_secret_value()
+    walk("", data)
+    return "\n".join(lines) + "\n"
+
+
+class AgentProcess:
+    """``tiered-kafka-agent run`` as a child process (so it can be SIGKILLed like a real crash)."""
+
+    def __init__(self, settings: AgentSettings, config_path: Path, *, crash_at: str | None = None) -> None:
+        import os
+        import subprocess
+        import sys
+
+        config_path.write_text(settings_properties(settings))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_KAFKA_AGENT_")}
+        if crash_at:
+            env["TIERED_KAFKA_AGENT_TEST_CRASH_AT"] = crash_at
+        self.log_path = config_path.with_suffix(".log")
+        self._log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tiered_kafka_agent", "run", "--config", str(config_path), "-v"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait(self, timeout_s: float) -> int:
+        return self.process.wait(timeout_s)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except Exception:
+                self.process.kill()
+                self.process.wait(10)
+        self._log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")

@@ -1,0 +1,113 @@
+"""Retention racing the agent (.deleted renames, deletions), rebuild from S3, remote retention."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.rebuild import rebuild_registry
+
+pytestmark = pytest.mark.integration
+
+
+def _fill(start_dev_broker, tmp_path, topic: str, count: int = 600, partitions: int = 1):
+    broker = start_dev_broker(tmp_path / "logs")
+    bootstrap = broker.broker.bootstrap_servers
+    create_topic(bootstrap, topic, partitions, **{"segment.bytes": "40000"})
+    produce(bootstrap, topic, [(i % partitions, None, value_for(i)) for i in range(count)], **{"linger.ms": 1, "batch.num.messages": 5})
+    return broker
+
+
+def test_segments_renamed_deleted_are_uploaded_under_their_kafka_names(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    _fill(start_dev_broker, tmp_path, "renamed")
+    directory = tmp_path / "logs" / "renamed-0"
+    rotated = rotated_bases(directory)
+    for base in rotated[:3]:  # retention got there first: the files carry the .deleted suffix
+        for path in directory.glob(f"{base:020d}.*"):
+            path.rename(path.with_name(path.name + ".deleted"))
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings) as agent:
+        wait_for(lambda: [s.base_offset for s in registry.segments("renamed", 0)] == rotated, what="all registered")
+        for base in rotated[:3]:
+            key = agent.keyspace.segment_key("renamed", 0, base, FileKind.LOG)
+            body = s3_server.client().get_object(Bucket=s3_bucket, Key=key)["Body"].read()
+            assert body == (directory / f"{base:020d}.log.deleted").read_bytes()
+    assert registry.gaps("renamed", 0) == []
+
+
+def test_a_segment_deleted_before_upload_is_a_reported_gap(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
+    _fill(start_dev_broker, tmp_path, "lossy")
+    directory = tmp_path / "logs" / "lossy-0"
+    rotated = rotated_bases(directory)
+    lost = rotated[2]
+    for path in directory.glob(f"{lost:020d}.*"):
+        path.unlink()
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
+    with Agent(settings) as agent:
+        expected = [b for b in rotated if b != lost]
+        wait_for(lambda: [s.base_offset for s in registry.segments("lossy", 0)] == expected, what="the others registered")
+        gaps = registry.gaps("lossy", 0)
+        assert [(g.start_offset, g.end_offset) for g in gaps] == [(lost, rotated[3] - 1)]
+        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="lossy") == 1
+    assert any("GAP offsets" in r.getMessage() and str(lost) in r.getMessage() for r in caplog.records)
+    # the gap is in S3 too, so a rebuilt registry keeps it
+    marker = agent.keyspace.gap_key("lossy", 0, lost, rotated[3] - 1)
+    assert s3_server.client().head_object(Bucket=s3_bucket, Key=marker)["ContentLength"] > 0
+
+
+def test_the_rebuilt_registry_equals_the_registered_one(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    _fill(start_dev_broker, tmp_path, "rebuilt", count=900, partitions=3)
+    directory = tmp_path / "logs" / "rebuilt-1"
+    lost = rotated_bases(directory)[1]
+    for path in directory.glob(f"{lost:020d}.*"):
+        path.unlink()  # a gap, which the rebuild must reproduce too
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings) as agent:
+        for p in range(3):
+            wait_for(lambda p=p: len(registry.segments("rebuilt", p)) == len([b for b in rotated_bases(tmp_path / "logs" / f"rebuilt-{p}") if b != lost or p != 1]), what=f"rebuilt-{p}")
+        registered = registry.dump()
+        store = agent.store
+    for topic, partition in registry.partitions():
+        registry.clear_partition(topic, partition)
+    assert registry.dump() != registered
+    report = rebuild_registry(store, registry)
+    assert report.segments == sum(len(registry.segments("rebuilt", p)) for p in range(3)) and report.gaps == 1
+    assert registry.dump() == registered
+
+
+def test_remote_retention_deletes_registry_entries_then_objects_oldest_first(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    _fill(start_dev_broker, tmp_path, "aging", count=600)
+    directory = tmp_path / "logs" / "aging-0"
+    rotated = rotated_bases(directory)
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket, remote_retention={"interval_s": 3600})
+    registry = registry_for(settings)
+    with Agent(settings) as agent:
+        wait_for(lambda: len(registry.segments("aging", 0)) == len(rotated), what="all registered")
+        entries = registry.segments("aging", 0)
+        keep_bytes = sum(e.size for e in entries[-2:])
+        agent.retention.settings = agent.retention.settings.model_copy(update={"bytes": keep_bytes})
+        deleted = agent.retention.run_once()
+        assert [d.base_offset for d in deleted] == [e.base_offset for e in entries[:-2]]
+        remaining = registry.segments("aging", 0)
+        assert [e.base_offset for e in remaining] == [e.base_offset for e in entries[-2:]]
+        assert registry.partition_info("aging", 0).earliest_offset == remaining[0].base_offset
+        keys = {k for k, _ in agent.store.list_keys(agent.keyspace.partition_prefix("aging", 0))}
+        for entry in deleted:
+            assert not any(f"{entry.base_offset:020d}." in k for k in keys), "an object of a deleted segment was left dangling"
+        for entry in remaining:
+            for kind in entry.files:
+                assert agent.keyspace.segment_key("aging", 0, entry.base_offset, FileKind(kind)) in keys
+        # by time: everything older than now - 1 ms goes
+        agent.retention.settings = agent.retention.settings.model_copy(update={"bytes": -1, "ms": 1})
+        assert len(agent.retention.run_once(now_ms=int(time.time() * 1000) + 10_000)) == 2
+        assert registry.segments("aging", 0) == []
