@@ -1,0 +1,191 @@
+"""Agent benchmark: upload throughput beside plain boto3, and roll-to-registered latency.
+
+    .venv/bin/python bench/bench_agent.py [--segments 8] [--segment-mib 32]
+
+It starts Redis and SeaweedFS (the same launchers as the tests) and writes a partition
+directory with the format core's log.dir writer (1 KiB records, half random). Then, in one run:
+
+1. **Upload MB/s**: the agent (static leadership, every file of every rotated segment: read,
+   CRC-check, multipart upload, register, offset.wm) beside a plain ``boto3`` ``upload_file`` of
+   the same files with the same transfer settings and the same number of concurrent files.
+   Goal: ratio agent/boto3 >= 0.90. The two are run alternately, best of ``--rounds``.
+2. **Roll to registered, minus the upload time**: with the agent running, the writer rolls a
+   segment; the time until it is registered in Redis, less the time its upload took, is the
+   agent's own latency (noticing the roll, reading the segment, registering, offset.wm).
+   Goal: under 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import redis
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka.registry import Registry
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.config import load_settings
+from tiered_kafka_agent.remote_store import transfer_config
+from tiered_kafka_dev.services import RedisServer, S3Server
+
+MIB = 1024 * 1024
+TOPIC = "bench"
+
+
+def batch(records: int, start_ts: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    text = b"the quick brown fox jumps over the lazy dog " * 12
+    for i in range(records):
+        builder.append(i, timestamp=start_ts + i, key=None, value=os.urandom(512) + text[:512], headers=[])
+    return bytes(builder.build())
+
+
+def write_partition(directory: Path, segments: int, segment_bytes: int) -> PartitionLog:
+    """A partition with ``segments`` rotated segments of about ``segment_bytes`` each, plus an active one."""
+    plog = PartitionLog.create(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1))
+    payload = batch(16, int(time.time() * 1000))
+    while len(plog.segment_base_offsets()) <= segments:
+        plog.append(payload)
+    return plog
+
+
+def settings_for(log_dir: Path, redis_url: str, s3: S3Server, bucket: str, cluster: str, concurrency: int) -> object:
+    return load_settings(
+        None,
+        cluster=cluster,
+        broker_id=0,
+        log_dirs=[log_dir],
+        s3={
+            "bucket": bucket,
+            "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key,
+            "secret_access_key": s3.secret_key,
+            "region": s3.region,
+            "part_concurrency": 4,
+        },
+        redis={"url": redis_url},
+        leadership={"mode": "static"},
+        upload={"max_concurrent_segments": concurrency, "rescan_interval_s": 0.2},
+        metrics={"port": 0},
+    )
+
+
+def rotated_files(directory: Path) -> list[Path]:
+    bases = sorted({p.name[:20] for p in directory.glob("*.log")})[:-1]
+    return [p for b in bases for p in sorted(directory.glob(f"{b}.*"))]
+
+
+def plain_boto3(s3: S3Server, bucket: str, files: list[Path], concurrency: int) -> float:
+    client = s3.client()
+    config = transfer_config(8 * MIB, 8 * MIB, 4)
+    prefix = f"plain-{uuid.uuid4().hex[:8]}"
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda p: client.upload_file(str(p), bucket, f"{prefix}/{p.name}", Config=config), files))
+    return time.perf_counter() - start
+
+
+def agent_upload(settings: object, registry: Registry, count: int) -> float:
+    """From ``start()`` (clients built beforehand, as for plain boto3) to the last registration."""
+    agent = Agent(settings)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    with agent:
+        while len(registry.segments(TOPIC, 0)) < count:
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - start
+    return elapsed
+
+
+def roll_latency(plog: PartitionLog, settings: object, registry: Registry, rolls: int) -> list[tuple[float, float]]:
+    """(roll -> registered, upload time) per rolled segment, with the agent running."""
+    upload_time: dict[int, float] = {}
+    results = []
+    agent = Agent(settings)  # type: ignore[arg-type]
+    original = agent.store.upload_segment
+
+    def timed(topic, partition, opened, stats, hooks, should_stop=lambda: False):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        entry = original(topic, partition, opened, stats, hooks, should_stop)
+        upload_time[entry.base_offset] = time.perf_counter() - t0
+        return entry
+
+    agent.store.upload_segment = timed  # type: ignore[method-assign]
+    payload = batch(16, int(time.time() * 1000))
+    with agent:
+        while len(registry.segments(TOPIC, 0)) < len(plog.segment_base_offsets()) - 1:
+            time.sleep(0.01)
+        for _ in range(rolls):
+            base = plog.active_segment_base_offset
+            plog.append(payload)
+            rolled_at = time.perf_counter()
+            plog.roll()
+            while registry.find(TOPIC, 0, base) is None:
+                time.sleep(0.001)
+            registered = time.perf_counter() - rolled_at
+            results.append((registered, upload_time[base]))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segments", type=int, default=8)
+    parser.add_argument("--segment-mib", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rolls", type=int, default=20)
+    args = parser.parse_args()
+
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket("bench")
+        log_dir = Path(tmp) / "logs"
+        plog = write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB)
+        files = rotated_files(log_dir / f"{TOPIC}-0")
+        total_mb = sum(p.stat().st_size for p in files) / 1e6
+
+        plain_times, agent_times = [], []
+        for _ in range(args.rounds):
+            plain_times.append(plain_boto3(s3, bucket, files, args.concurrency))
+            cluster = f"bench-{uuid.uuid4().hex[:8]}"
+            settings = settings_for(log_dir, redis_server.url, s3, bucket, cluster, args.concurrency)
+            registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+            agent_times.append(agent_upload(settings, registry, args.segments))
+        plain_mbs, agent_mbs = total_mb / min(plain_times), total_mb / min(agent_times)
+
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        settings = settings_for(log_dir, redis_server.url, s3, bucket, cluster, args.concurrency)
+        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+        small = PartitionLog.create(Path(tmp) / "small" / f"{TOPIC}-0", LogConfig(retention_ms=-1))
+        small.append(batch(16, int(time.time() * 1000)))
+        small_settings = settings.model_copy(update={"log_dirs": [Path(tmp) / "small"]})  # type: ignore[attr-defined]
+        latencies = roll_latency(small, small_settings, registry, args.rolls)
+        plog.close()
+
+    own = [registered - upload for registered, upload in latencies]
+    print(f"agent benchmark: {args.segments} segments of ~{args.segment_mib} MiB ({total_mb:.0f} MB with indexes), "
+          f"{args.concurrency} files at a time, 4 parts per multipart file, best of {args.rounds}")
+    print(f"{'':36}{'MB/s':>10}")
+    print(f"{'plain boto3 upload_file':36}{plain_mbs:>10.1f}")
+    print(f"{'agent (read, CRC, upload, register)':36}{agent_mbs:>10.1f}")
+    print(f"ratio agent/boto3: {agent_mbs / plain_mbs:.2f}   goal >= 0.90: {'met' if agent_mbs / plain_mbs >= 0.9 else 'NOT met'}")
+    print(f"roll -> registered over {len(latencies)} rolls of 1-batch segments: "
+          f"median {statistics.median(r for r, _ in latencies) * 1000:.0f} ms, of which upload median {statistics.median(u for _, u in latencies) * 1000:.0f} ms")
+    print(f"roll -> registered minus upload: median {statistics.median(own) * 1000:.0f} ms, max {max(own) * 1000:.0f} ms   "
+          f"goal < 1000 ms: {'met' if max(own) < 1.0 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
