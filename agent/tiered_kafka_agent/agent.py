@@ -194,6 +194,7 @@ class Agent:
                         self.upload_slots,
                         self.retry,
                         self.settings.upload.rescan_interval_s,
+                        self.settings.upload.max_concurrent_segments,
                     )
                     self._uploaders[name] = uploader
                     uploader.start()

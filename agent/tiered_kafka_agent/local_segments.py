@@ -12,6 +12,7 @@ under its ``.deleted`` name. Only a segment whose files are all gone is lost (a 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,6 @@ from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 #: Kinds uploaded for every segment, and the optional ones uploaded when present.
 REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
 OPTIONAL_KINDS = (FileKind.TXNINDEX, FileKind.SNAPSHOT)
-_READ_CHUNK = 8 * 1024 * 1024
 
 
 class SegmentGoneError(Exception):
@@ -156,39 +156,38 @@ def _check_trimmed(opened: OpenSegment) -> None:
 
 
 def read_stats(opened: OpenSegment) -> SegmentStats:
-    """Scan the .log once: CRC-32C of the whole file, and every batch header (CRCs verified).
+    """Scan the .log once through a read-only mmap: CRC-32C of the whole file, and every batch
+    header (each batch's own CRC verified).
 
     Raises FormatError for a corrupt or truncated .log: such a segment must not be registered.
     """
     fd = opened.files[FileKind.LOG]
     size = os.fstat(fd).st_size
-    checksum = 0
-    position = 0
-    carry = b""
     last_offset = opened.segment.base_offset - 1
     record_count = 0
     min_ts, max_ts = 2**63 - 1, -1
     epoch = NO_PARTITION_LEADER_EPOCH
-    while position < size:
-        chunk = os.pread(fd, min(_READ_CHUNK, size - position), position)
-        if not chunk:
-            raise FormatError(f"{opened.names[FileKind.LOG]}: file shrank while reading at {position}")
-        checksum = crc32c.crc32c(chunk, checksum)
-        data = carry + chunk
-        start = position - len(carry)
-        consumed = 0
-        for batch in iter_batches(data, position=start, allow_truncated_tail=True):
-            last_offset = batch.last_offset
-            record_count += batch.record_count
-            if batch.magic >= 2:
-                min_ts = min(min_ts, batch.base_timestamp)
-            max_ts = max(max_ts, batch.max_timestamp)
-            epoch = max(epoch, batch.partition_leader_epoch)
-            consumed = batch.next_position - start
-        carry = data[consumed:]
-        position += len(chunk)
-    if carry:
-        list(iter_batches(carry, position=size - len(carry)))  # raises TruncatedRecordError with the position
+    checksum = 0
+    failure: FormatError | None = None
+    if size:
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                checksum = crc32c.crc32c(view)
+                for batch in iter_batches(view):
+                    last_offset = batch.last_offset
+                    record_count += batch.record_count
+                    if batch.magic >= 2:
+                        min_ts = min(min_ts, batch.base_timestamp)
+                    max_ts = max(max_ts, batch.max_timestamp)
+                    epoch = max(epoch, batch.partition_leader_epoch)
+                    del batch
+            except FormatError as err:
+                failure = err.with_traceback(None)  # its frames hold views of the map: drop them before closing it
+            finally:
+                view.release()
+    if failure is not None:
+        raise failure
     return SegmentStats(
         last_offset=last_offset,
         record_count=record_count,

@@ -7,7 +7,9 @@ For each rotated segment with a base offset above the watermark, oldest first:
 3. register it in Redis (atomic and idempotent, ``tiered_kafka.registry``);
 4. write ``offset.wm`` (its base offset) to S3.
 
-A crash anywhere repeats at most the current segment on restart: uploads overwrite the same
+Up to ``upload.max_concurrent_segments`` (at most 4) segments of the partition upload at once
+(steps 1-2), but steps 3-4 happen strictly in offset order, so the watermark never passes a
+segment that is not registered. A crash anywhere repeats at most the segments in flight on restart: uploads overwrite the same
 keys, registration of the same segment is a no-op, and the watermark only moves after it.
 On start, after any missed filesystem event, and every ``upload.rescan_interval_s``, the
 directory is rescanned from the watermark, so nothing depends on inotify alone.
@@ -20,20 +22,25 @@ the partition stops advancing and retries, with an error in the log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
-from tiered_kafka.registry import Registry, SegmentOverlapError
+from tiered_kafka.registry import Registry, SegmentEntry, SegmentOverlapError
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import (
     LocalSegment,
     SegmentGoneError,
     SegmentNotReadyError,
+    SegmentStats,
     list_segments,
     open_segment,
     read_stats,
@@ -44,6 +51,16 @@ from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 NOT_READY_RETRY_S = 0.05
+MAX_WINDOW = 4
+
+
+@dataclass(frozen=True)
+class _Upload:
+    """What uploading one segment produced: its facts and registry entry, or why there is none."""
+
+    stats: SegmentStats | None
+    entry: SegmentEntry | None
+    gone: SegmentGoneError | None
 
 
 class PartitionUploader:
@@ -60,6 +77,7 @@ class PartitionUploader:
         upload_slots: threading.Semaphore,
         retry: RetryPolicy,
         rescan_interval_s: float,
+        upload_window: int = 1,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -78,6 +96,9 @@ class PartitionUploader:
         self._watermark_moved = time.monotonic()
         self._first_seen: dict[int, float] = {}
         self._failures = 0
+        # several segments of this partition upload at once; registration stays in offset order
+        self.window = max(1, min(MAX_WINDOW, upload_window))
+        self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
         self.thread = threading.Thread(target=self.run, name=f"upload-{self.name}", daemon=True)
 
     # -- control ---------------------------------------------------------------------------
@@ -113,6 +134,7 @@ class PartitionUploader:
                 delay = self.retry.delay(min(self._failures, 10))
                 log.error("%s: upload pass failed (retrying in %.1fs): %s", self.name, delay, err, exc_info=not isinstance(err, (OSError, FormatError)))
             self._wake.wait(delay)
+        self._pool.shutdown(wait=True)
         log.info("stopped uploading %s", self.name)
 
     # -- one pass --------------------------------------------------------------------------
@@ -137,15 +159,25 @@ class PartitionUploader:
         for segment in pending:
             self._first_seen.setdefault(segment.base_offset, now)
         self._update_lag(pending, active)
-        for index, segment in enumerate(pending):
-            if self._stop.is_set():
-                break
-            next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
-            try:
-                self._process(segment, next_base)
-            except SegmentNotReadyError as err:
-                log.debug("%s: %s", self.name, err)
-                return NOT_READY_RETRY_S
+        in_flight: deque[tuple[LocalSegment, int | None, Future[_Upload]]] = deque()
+        try:
+            for index, segment in enumerate(pending):
+                if self._stop.is_set():
+                    break
+                next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
+                in_flight.append((segment, next_base, self._pool.submit(self._upload, segment)))
+                while len(in_flight) >= self.window:
+                    self._commit(*in_flight.popleft())
+            while in_flight:  # uploads already started finish and commit, even when stopping
+                self._commit(*in_flight.popleft())
+        except SegmentNotReadyError as err:
+            log.debug("%s: %s", self.name, err)
+            return NOT_READY_RETRY_S
+        finally:
+            for _, _, future in in_flight:  # after a failure: let the rest finish, commit nothing out of order
+                future.cancel()
+                with contextlib.suppress(Exception):
+                    future.result()
         self._failures = 0
         self._update_lag([s for s in pending if self._watermark is None or s.base_offset > self._watermark], active)
         return self.rescan_interval_s
@@ -156,7 +188,10 @@ class PartitionUploader:
             return None
         return info.latest_offset + 1
 
-    def _process(self, segment: LocalSegment, next_base: int | None) -> None:
+    def _upload(self, segment: LocalSegment) -> _Upload:
+        """Read and upload one segment (in the pool; several segments of a partition at once).
+
+        A segment already covered by the registry, or empty, is not uploaded again."""
         expected = self._expected_next_offset()
         hooks = UploadHooks(
             on_bytes=lambda n: self.metrics.uploaded_bytes.labels(self.topic).inc(n),
@@ -167,18 +202,29 @@ class PartitionUploader:
             with self.upload_slots, open_segment(segment) as opened:
                 stats = read_stats(opened)
                 if stats.record_count == 0 or (expected is not None and stats.last_offset < expected):
-                    log.info("%s: segment %d holds nothing new (last offset %d); moving on", self.name, segment.base_offset, stats.last_offset)
-                    self._advance_watermark(segment.base_offset)
-                    return
-                if expected is not None and segment.base_offset > expected:
-                    self._record_gap(expected, segment.base_offset - 1, "deleted before upload")
-                entry = self.store.upload_segment(self.topic, self.partition, opened, stats, hooks, should_stop=lambda: False)
+                    return _Upload(stats, None, None)
+                return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
         except SegmentGoneError as err:
+            return _Upload(None, None, err)
+
+    def _commit(self, segment: LocalSegment, next_base: int | None, future: Future[_Upload]) -> None:
+        """Register one uploaded segment and move offset.wm: strictly in offset order."""
+        upload = future.result()
+        expected = self._expected_next_offset()
+        if upload.gone is not None:
             start = expected if expected is not None else segment.base_offset
             end = (next_base - 1) if next_base is not None else segment.base_offset
-            self._record_gap(start, end, f"deleted before upload: {err}")
+            self._record_gap(start, end, f"deleted before upload: {upload.gone}")
             self._advance_watermark(segment.base_offset)
             return
+        stats, entry = upload.stats, upload.entry
+        assert stats is not None
+        if entry is None or (expected is not None and stats.last_offset < expected):
+            log.info("%s: segment %d holds nothing new (last offset %d); moving on", self.name, segment.base_offset, stats.last_offset)
+            self._advance_watermark(segment.base_offset)
+            return
+        if expected is not None and segment.base_offset > expected:
+            self._record_gap(expected, segment.base_offset - 1, "deleted before upload")
         crash_point("before_register")
         try:
             added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {segment.base_offset}")
