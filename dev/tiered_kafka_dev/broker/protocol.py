@@ -70,8 +70,10 @@ def parse_request(payload: bytes, api_key: int, api_version: int) -> tuple[Any, 
         end = header_size + body_size
     except Exception as err:  # kio raises assorted errors on malformed bytes
         raise ProtocolError(f"malformed {schema.__name__} v{api_version}: {type(err).__name__}: {err}") from err
-    if end != len(payload):
-        raise ProtocolError(f"{schema.__name__} v{api_version} has {len(payload) - end} trailing bytes")
+    # Bytes after the last field are ignored, as Java Kafka does: librdkafka 2.16 leaves 3 of them
+    # in an all-topics Metadata request at v9+ (a 4-byte count reserved, a 1-byte compact one used).
+    if end > len(payload):
+        raise ProtocolError(f"{schema.__name__} v{api_version} runs {end - len(payload)} bytes past its frame")
     return header, body
 
 

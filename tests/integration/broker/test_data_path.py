@@ -244,3 +244,13 @@ def test_restart_reopens_the_log_dir_and_continues_offsets(start_dev_broker, tmp
     consumer.close()
     assert [m.offset() for m in messages] == list(range(150))
     assert [m.value() for m in messages] == [value_for(i) for i in range(150)]
+
+
+def test_admin_list_topics_sees_every_topic(dev_broker: BrokerThread) -> None:
+    """librdkafka's all-topics Metadata request carries trailing bytes that Kafka ignores."""
+    bootstrap = dev_broker.broker.bootstrap_servers
+    for name in ("listed-a", "listed-b"):
+        create_topic(bootstrap, name, 2)
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    assert {"listed-a", "listed-b"} <= set(metadata.topics)
+    assert {p.leader for p in metadata.topics["listed-a"].partitions.values()} == {0}

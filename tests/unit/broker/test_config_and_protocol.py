@@ -74,7 +74,7 @@ def test_encode_response_frames_with_size_and_correlation_id() -> None:
     assert size == len(frame) - 4 and correlation_id == 42
 
 
-def test_malformed_requests_raise_protocol_errors() -> None:
+def test_malformed_requests_raise_protocol_errors() -> None:  # trailing bytes are tolerated, as Kafka does
     with pytest.raises(ProtocolError, match="shorter than a request header"):
         peek_header(b"\x00\x12")
     with pytest.raises(ProtocolError, match="malformed"):
