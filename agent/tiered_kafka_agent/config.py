@@ -18,7 +18,7 @@ upper-cased with ``.`` → ``__``)::
     s3.multipart_chunk_bytes             ...S3__MULTIPART_CHUNK_BYTES                   8 MiB
     s3.part_concurrency                  ...S3__PART_CONCURRENCY                        4
     redis.url                            TIERED_KAFKA_AGENT_REDIS__URL                  (required)
-    leadership.mode                      ...LEADERSHIP__MODE      zookeeper | kraft | static
+    leadership.mode                      ...LEADERSHIP__MODE      zookeeper | kraft | static (required)
     leadership.zookeeper_connect         ...LEADERSHIP__ZOOKEEPER_CONNECT               (zookeeper mode)
     leadership.bootstrap_servers         ...LEADERSHIP__BOOTSTRAP_SERVERS               (kraft mode)
     leadership.poll_interval_s           ...LEADERSHIP__POLL_INTERVAL_S                 10
@@ -90,7 +90,7 @@ class RedisSettings(BaseModel):
 
 
 class LeadershipSettings(BaseModel):
-    mode: Literal["zookeeper", "kraft", "static"] = "zookeeper"
+    mode: Literal["zookeeper", "kraft", "static"]  # required: uploading followers' segments would be wrong
     zookeeper_connect: str | None = None
     bootstrap_servers: str | None = None
     poll_interval_s: float = Field(10.0, gt=0)
@@ -163,7 +163,7 @@ class AgentSettings(BaseSettings):
     log_dirs: list[Path]
     s3: S3Settings
     redis: RedisSettings
-    leadership: LeadershipSettings = LeadershipSettings(mode="static")
+    leadership: LeadershipSettings
     topics: TopicSettings = TopicSettings()
     upload: UploadSettings = UploadSettings()
     remote_retention: RemoteRetentionSettings = RemoteRetentionSettings()

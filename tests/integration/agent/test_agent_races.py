@@ -111,3 +111,48 @@ def test_remote_retention_deletes_registry_entries_then_objects_oldest_first(sta
         agent.retention.settings = agent.retention.settings.model_copy(update={"bytes": -1, "ms": 1})
         assert len(agent.retention.run_once(now_ms=int(time.time() * 1000) + 10_000)) == 2
         assert registry.segments("aging", 0) == []
+
+
+def test_a_corrupt_segment_is_never_registered_and_blocks_nothing_silently(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
+    _fill(start_dev_broker, tmp_path, "damaged")
+    directory = tmp_path / "logs" / "damaged-0"
+    rotated = rotated_bases(directory)
+    bad = directory / f"{rotated[2]:020d}.log"
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
+    with Agent(settings) as agent:
+        wait_for(lambda: agent.metrics.value("tiered_kafka_agent_upload_failures_total", topic="damaged") >= 2, what="repeated failures")
+        # everything before the damaged segment is registered; nothing from it on: no offset is skipped
+        assert [s.base_offset for s in registry.segments("damaged", 0)] == rotated[:2]
+        assert registry.gaps("damaged", 0) == []
+    assert any("CRC mismatch" in r.getMessage() for r in caplog.records)
+
+
+def test_metrics_are_served_over_http(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    _fill(start_dev_broker, tmp_path, "observed")
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket, metrics={"port": port})
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: len(registry.segments("observed", 0)) == len(rotated_bases(tmp_path / "logs" / "observed-0")), what="registered")
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    for name in (
+        "tiered_kafka_agent_upload_lag_offsets",
+        "tiered_kafka_agent_upload_lag_seconds",
+        "tiered_kafka_agent_watermark_age_seconds",
+        "tiered_kafka_agent_uploaded_bytes_total",
+        "tiered_kafka_agent_upload_failures_total",
+        "tiered_kafka_agent_upload_retries_total",
+        "tiered_kafka_agent_gaps_total",
+    ):
+        assert name in body, name
+    assert 'tiered_kafka_agent_upload_lag_offsets{partition="0",topic="observed"} 0.0' in body
