@@ -22,6 +22,7 @@ run: install
 bench: install
 	$(PY) bench/bench_decode.py
 	$(PY) bench/bench_broker.py
+	$(PY) bench/bench_agent.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
