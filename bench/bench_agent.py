@@ -114,9 +114,9 @@ def roll_latency(plog: PartitionLog, settings: object, registry: Registry, rolls
     agent = Agent(settings)  # type: ignore[arg-type]
     original = agent.store.upload_segment
 
-    def timed(topic, partition, opened, stats, hooks, should_stop=lambda: False):  # type: ignore[no-untyped-def]
+    def timed(topic, partition, opened, stats, hooks):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        entry = original(topic, partition, opened, stats, hooks, should_stop)
+        entry = original(topic, partition, opened, stats, hooks)
         upload_time[entry.base_offset] = time.perf_counter() - t0
         return entry
 

@@ -197,6 +197,7 @@ class PartitionUploader:
             on_bytes=lambda n: self.metrics.uploaded_bytes.labels(self.topic).inc(n),
             on_retry=lambda err: self.metrics.retries.labels(self.topic).inc(),
             checkpoint=crash_point,
+            pause=self._pause_without_slot,
         )
         try:
             with self.upload_slots, open_segment(segment) as opened:
@@ -206,6 +207,15 @@ class PartitionUploader:
                 return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
         except SegmentGoneError as err:
             return _Upload(None, None, err)
+
+    def _pause_without_slot(self, seconds: float) -> None:
+        """Back off between retries without holding an upload slot: a failing S3 prefix or
+        partition must not starve the other partitions' uploads."""
+        self.upload_slots.release()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.upload_slots.acquire()
 
     def _commit(self, segment: LocalSegment, next_base: int | None, future: Future[_Upload]) -> None:
         """Register one uploaded segment and move offset.wm: strictly in offset order."""

@@ -92,6 +92,7 @@ class UploadHooks:
     on_bytes: Callable[[int], None] = lambda n: None
     on_retry: Callable[[BaseException], None] = lambda err: None
     checkpoint: Callable[[str], None] = lambda name: None
+    pause: Callable[[float], None] = time.sleep
 
 
 class RemoteStore:
@@ -105,9 +106,7 @@ class RemoteStore:
         self.retry = retry
 
     # -- uploads ---------------------------------------------------------------------------
-    def upload_segment(
-        self, topic: str, partition: int, opened: OpenSegment, stats: SegmentStats, hooks: UploadHooks, should_stop: Callable[[], bool] = lambda: False
-    ) -> SegmentEntry:
+    def upload_segment(self, topic: str, partition: int, opened: OpenSegment, stats: SegmentStats, hooks: UploadHooks) -> SegmentEntry:
         base = opened.segment.base_offset
         kinds = [k for k in UPLOAD_ORDER if k in opened.files]
         entry = SegmentEntry(
@@ -128,14 +127,12 @@ class RemoteStore:
         for kind in kinds:
             key = self.keyspace.segment_key(topic, partition, base, kind)
             extra = {"Metadata": entry_metadata(entry)} if kind == FileKind.LOG else {}
-            self._upload_file(opened, kind, key, extra, hooks, should_stop)
+            self._upload_file(opened, kind, key, extra, hooks)
             if kind == FileKind.LOG:
                 hooks.checkpoint("after_log")
         return entry
 
-    def _upload_file(
-        self, opened: OpenSegment, kind: FileKind, key: str, extra: dict[str, Any], hooks: UploadHooks, should_stop: Callable[[], bool]
-    ) -> None:
+    def _upload_file(self, opened: OpenSegment, kind: FileKind, key: str, extra: dict[str, Any], hooks: UploadHooks) -> None:
         size = opened.size(kind)
         threshold = self.transfer.multipart_threshold
 
@@ -147,7 +144,7 @@ class RemoteStore:
         def attempt() -> None:
             self.client.upload_file(opened.fd_path(kind), self.bucket, key, ExtraArgs=extra or None, Config=self.transfer, Callback=progress)
 
-        self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, should_stop=should_stop)
+        self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, pause=hooks.pause)
 
     # -- offset.wm -------------------------------------------------------------------------
     def read_watermark(self, topic: str, partition: int) -> int | None:

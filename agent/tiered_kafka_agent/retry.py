@@ -62,18 +62,20 @@ class RetryPolicy:
         *,
         what: str,
         on_retry: Callable[[BaseException], None] = lambda err: None,
-        should_stop: Callable[[], bool] = lambda: False,
+        pause: Callable[[float], None] = time.sleep,
     ) -> T:
-        """Run ``action``; retry retriable errors up to max_attempts; re-raise the last error."""
+        """Run ``action``; retry retriable errors up to max_attempts; re-raise the last error.
+
+        ``pause`` sleeps between attempts (the uploader's gives its upload slot back meanwhile)."""
         attempt = 0
         while True:
             try:
                 return action()
             except Exception as err:
                 attempt += 1
-                if not is_retriable(err) or attempt >= self.max_attempts or should_stop():
+                if not is_retriable(err) or attempt >= self.max_attempts:
                     raise
-                pause = self.delay(attempt)
-                log.warning("%s failed (attempt %d of %d), retrying in %.2fs: %s", what, attempt, self.max_attempts, pause, err)
+                delay = self.delay(attempt)
+                log.warning("%s failed (attempt %d of %d), retrying in %.2fs: %s", what, attempt, self.max_attempts, delay, err)
                 on_retry(err)
-                time.sleep(pause)
+                pause(delay)

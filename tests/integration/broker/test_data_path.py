@@ -254,3 +254,27 @@ def test_admin_list_topics_sees_every_topic(dev_broker: BrokerThread) -> None:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     assert {"listed-a", "listed-b"} <= set(metadata.topics)
     assert {p.leader for p in metadata.topics["listed-a"].partitions.values()} == {0}
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_produce_with_every_acks_setting(dev_broker: BrokerThread, acks: str) -> None:
+    """acks=0 gets no response at all (Kafka sends none); 1 and all get offsets back."""
+    bootstrap = dev_broker.broker.bootstrap_servers
+    topic = f"acks-{acks}"
+    create_topic(bootstrap, topic, 1)
+    delivered: list[tuple[object, int | None]] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
+    for i in range(500):
+        producer.produce(topic, value=value_for(i), partition=0, on_delivery=lambda err, m: delivered.append((err, m.offset())))
+    assert producer.flush(30) == 0
+    assert len(delivered) == 500 and all(err is None for err, _ in delivered)
+    offsets = [offset for _, offset in delivered]
+    if acks == "0":
+        assert all(o is None or o < 0 for o in offsets)  # without a response no offset is known
+    else:
+        assert offsets == list(range(500))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    messages = consume_all(consumer, 500)
+    consumer.close()
+    assert [m.value() for m in messages] == [value_for(i) for i in range(500)]
