@@ -47,6 +47,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
+from tiered_kafka.properties import read_properties
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -200,20 +201,6 @@ class AgentSettings(BaseSettings):
         return self.model_dump(mode="json")
 
 
-def parse_properties(text: str, name: str = "config") -> dict[str, str]:
-    """Java .properties lines: ``key=value`` or ``key: value``, ``#``/``!`` comments."""
-    result: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        match = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", stripped)
-        if match is None:
-            raise ConfigError(f"{name}:{number}: expected key=value, got {stripped!r}")
-        result[match[1]] = match[2].strip()
-    return result
-
-
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for dotted, value in flat.items():
@@ -253,11 +240,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> AgentSettings:
     """
     values: dict[str, Any] = {}
     if path is not None:
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise ConfigError(f"cannot read agent config {path}: {err}") from err
-        values = _nest(translate_pinterest_names(parse_properties(text, str(path))))
+        values = _nest(translate_pinterest_names(read_properties(path)))
     values = _merge(values, overrides)
     try:
         return AgentSettings(**values)

@@ -29,6 +29,9 @@ from pathlib import Path
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.properties import read_properties
+
+__all__ = ["BrokerConfig", "read_properties"]
 
 _LISTENER_RE = re.compile(r"^PLAINTEXT://(?P<host>[^:/]+):(?P<port>\d+)$")
 _TOPIC_DEFAULTS = {
@@ -118,20 +121,6 @@ class BrokerConfig:
 
     def replace(self, **changes: object) -> BrokerConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java .properties file (``name=value`` lines, ``#``/``!`` comments)."""
-    result: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        name, sep, value = stripped.partition("=")
-        if not sep:
-            raise ConfigError(f"{path}:{number}: expected name=value, got {stripped!r}")
-        result[name.strip()] = value.strip()
-    return result
 
 
 def _int(name: str, value: str) -> int:
