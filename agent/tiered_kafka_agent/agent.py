@@ -118,6 +118,7 @@ class Agent:
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
         self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
         self._uploaders: dict[str, PartitionUploader] = {}
+        self._retiring: dict[str, PartitionUploader] = {}  # stopped on lost leadership, maybe still finishing
         self._lock = threading.Lock()
         self._observer: Any = None
         self._stopped = threading.Event()
@@ -154,8 +155,9 @@ class Agent:
             self._observer.stop()
             self._observer.join(10)
         with self._lock:
-            uploaders = list(self._uploaders.values())
+            uploaders = list(self._uploaders.values()) + list(self._retiring.values())
             self._uploaders.clear()
+            self._retiring.clear()
         for uploader in uploaders:
             uploader.stop()
         for uploader in uploaders:
@@ -180,10 +182,15 @@ class Agent:
             for name in list(self._uploaders):
                 if name not in wanted:
                     log.info("leadership of %s moved away: finishing the upload in flight, then stopping", name)
-                    self._uploaders.pop(name).stop()
+                    retiring = self._uploaders.pop(name)
+                    retiring.stop()
+                    self._retiring[name] = retiring
                     self.metrics.forget_partition(*_split(name))
             for name, tp in wanted.items():
                 if name not in self._uploaders:
+                    previous = self._retiring.pop(name, None)
+                    if previous is not None:  # leadership came back: never two uploaders on one partition
+                        previous.join()
                     uploader = PartitionUploader(
                         tp.topic,
                         tp.partition,

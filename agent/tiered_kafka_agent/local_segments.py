@@ -50,7 +50,11 @@ class LocalSegment:
 
 @dataclass(frozen=True)
 class SegmentStats:
-    """Facts read from a segment's batch headers while computing its checksum."""
+    """Facts read from a segment's batch headers while computing its checksum.
+
+    ``min_timestamp`` is the smallest batch base timestamp (each batch's first record), read
+    without decompressing; a record later in a batch may carry a smaller CreateTime.
+    ``max_timestamp`` is exact (the batches' maxTimestamp)."""
 
     last_offset: int
     record_count: int
@@ -143,15 +147,19 @@ def open_segment(segment: LocalSegment) -> Iterator[OpenSegment]:
 
 
 def _check_trimmed(opened: OpenSegment) -> None:
-    """A rotated segment's indexes are trimmed to their entries; a preallocated one ends in zeros."""
-    for kind, entry_size in ((FileKind.INDEX, INDEX_ENTRY_SIZE), (FileKind.TIMEINDEX, TIME_ENTRY_SIZE)):
+    """A rotated segment's indexes are trimmed to their entries; a preallocated one ends in zeros.
+
+    An all-zero offset-index entry is never real (position 0 is never indexed). A time-index
+    entry (timestamp 0, relative offset 0) can be real, but only as the first entry, so the time
+    index counts as preallocated only when its last two entries are both zero."""
+    for kind, entry_size, zero_entries in ((FileKind.INDEX, INDEX_ENTRY_SIZE, 1), (FileKind.TIMEINDEX, TIME_ENTRY_SIZE, 2)):
         size = opened.size(kind)
         if size == 0:
             continue
         if size % entry_size:
             raise SegmentNotReadyError(f"{opened.names[kind]}: size {size} is not a multiple of {entry_size}")
-        last = os.pread(opened.files[kind], entry_size, size - entry_size)
-        if not any(last):
+        tail = min(size, zero_entries * entry_size)
+        if tail == zero_entries * entry_size and not any(os.pread(opened.files[kind], tail, size - tail)):
             raise SegmentNotReadyError(f"{opened.names[kind]} still has a zero-filled preallocated tail")
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
-from tiered_kafka.registry import Registry, SegmentEntry, SegmentOverlapError
+from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import (
     LocalSegment,
@@ -96,6 +96,7 @@ class PartitionUploader:
         self._watermark_moved = time.monotonic()
         self._first_seen: dict[int, float] = {}
         self._failures = 0
+        self._accounted_until: int | None = None
         # several segments of this partition upload at once; registration stays in offset order
         self.window = max(1, min(MAX_WINDOW, upload_window))
         self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
@@ -183,15 +184,24 @@ class PartitionUploader:
         return self.rescan_interval_s
 
     def _expected_next_offset(self) -> int | None:
+        """The first offset not yet accounted for (registered or recorded as a gap).
+
+        The registry's latest offset, or this uploader's own high-water mark when that is higher:
+        remote retention can empty the registry, and a gap just recorded moves the mark past it."""
         info = self.registry.partition_info(self.topic, self.partition)
-        if info is None or info.segment_count == 0:
-            return None
-        return info.latest_offset + 1
+        registered = None if info is None or info.segment_count == 0 else info.latest_offset + 1
+        candidates = [o for o in (registered, self._accounted_until) if o is not None]
+        return max(candidates) if candidates else None
+
+    def _account(self, next_offset: int) -> None:
+        self._accounted_until = max(self._accounted_until or 0, next_offset)
 
     def _upload(self, segment: LocalSegment) -> _Upload:
         """Read and upload one segment (in the pool; several segments of a partition at once).
 
-        A segment already covered by the registry, or empty, is not uploaded again."""
+        Nothing is uploaded for an empty segment, nor for one that starts inside the range already
+        registered (all covered, or a new leader's differently rolled segment): uploading it would
+        overwrite or orphan objects that registered segments point at."""
         expected = self._expected_next_offset()
         hooks = UploadHooks(
             on_bytes=lambda n: self.metrics.uploaded_bytes.labels(self.topic).inc(n),
@@ -202,7 +212,7 @@ class PartitionUploader:
         try:
             with self.upload_slots, open_segment(segment) as opened:
                 stats = read_stats(opened)
-                if stats.record_count == 0 or (expected is not None and stats.last_offset < expected):
+                if stats.record_count == 0 or (expected is not None and segment.base_offset < expected):
                     return _Upload(stats, None, None)
                 return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
         except SegmentGoneError as err:
@@ -222,15 +232,20 @@ class PartitionUploader:
         upload = future.result()
         expected = self._expected_next_offset()
         if upload.gone is not None:
+            if next_base is None:
+                raise SegmentNotReadyError(f"segment {segment.base_offset} is gone; waiting for a later segment to bound the gap")
             start = expected if expected is not None else segment.base_offset
-            end = (next_base - 1) if next_base is not None else segment.base_offset
-            self._record_gap(start, end, f"deleted before upload: {upload.gone}")
+            self._record_gap(start, next_base - 1, f"deleted before upload: {upload.gone}")
             self._advance_watermark(segment.base_offset)
             return
         stats, entry = upload.stats, upload.entry
         assert stats is not None
-        if entry is None or (expected is not None and stats.last_offset < expected):
-            log.info("%s: segment %d holds nothing new (last offset %d); moving on", self.name, segment.base_offset, stats.last_offset)
+        if entry is None or (expected is not None and segment.base_offset < expected):
+            if stats.record_count and expected is not None and stats.last_offset >= expected:
+                # a new leader rolled at other offsets: its segment straddles the registered range
+                self._record_gap(expected, stats.last_offset, "overlaps a segment uploaded by another leader")
+            else:
+                log.info("%s: segment %d holds nothing new (last offset %d)", self.name, segment.base_offset, stats.last_offset)
             self._advance_watermark(segment.base_offset)
             return
         if expected is not None and segment.base_offset > expected:
@@ -238,13 +253,13 @@ class PartitionUploader:
         crash_point("before_register")
         try:
             added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {segment.base_offset}")
-        except SegmentOverlapError as err:
-            # a new leader whose segment boundaries differ from the previous leader's: the
-            # offsets past the registered range are reported, never silently dropped
+        except (SegmentOverlapError, RegistryConflictError) as err:
+            # another uploader registered in between: report the offsets, never drop them silently
             log.error("%s: %s", self.name, err)
-            self._record_gap(max(expected or 0, segment.base_offset), stats.last_offset, "overlaps a segment uploaded by another leader")
+            self._record_gap(max(expected or 0, segment.base_offset), stats.last_offset, f"refused by the registry: {err}")
             self._advance_watermark(segment.base_offset)
             return
+        self._account(entry.last_offset + 1)
         crash_point("before_watermark")
         self._advance_watermark(segment.base_offset)
         self.metrics.segments.labels(self.topic).inc()
@@ -268,6 +283,7 @@ class PartitionUploader:
     def _record_gap(self, start: int, end: int, reason: str) -> None:
         if end < start:
             return
+        self._account(end + 1)
         log.error("%s: GAP offsets %d..%d will not be in remote storage: %s", self.name, start, end, reason)
         self.metrics.gaps.labels(self.topic).inc()
         detected_ms = time.time_ns() // 1_000_000

@@ -59,8 +59,9 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
                 report.skipped += 1
                 continue
             entries.append(entry)
+        entries = _without_overlaps(entries, report)
         registry.clear_partition(topic, partition)
-        for entry in sorted(entries, key=lambda e: e.base_offset):
+        for entry in entries:
             registry.register(entry)
         for key in sorted(gap_keys.get((topic, partition), [])):
             marker = store.read_gap_marker(key)
@@ -72,6 +73,20 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
         report.segments += len(entries)
     log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
     return report
+
+
+def _without_overlaps(entries: list[SegmentEntry], report: RebuildReport) -> list[SegmentEntry]:
+    """Entries in offset order, each overlapping an earlier-uploaded kept one dropped with a warning
+    (objects a refused registration left behind), so the rebuild never fails halfway."""
+    kept: list[SegmentEntry] = []
+    for entry in sorted(entries, key=lambda e: (e.upload_time_ms, e.base_offset)):
+        clash = next((k for k in kept if entry.base_offset <= k.last_offset and k.base_offset <= entry.last_offset), None)
+        if clash is not None:
+            log.warning("rebuild: skipping %s (offsets %d..%d overlap %s)", entry.object_key, entry.base_offset, entry.last_offset, clash.object_key)
+            report.skipped += 1
+            continue
+        kept.append(entry)
+    return sorted(kept, key=lambda e: e.base_offset)
 
 
 def _entry(store: RemoteStore, topic: str, partition: int, key: str, size: int) -> SegmentEntry | None:

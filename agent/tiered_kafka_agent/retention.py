@@ -41,8 +41,9 @@ class RemoteRetention:
             limits = self.settings.for_topic(topic)
             if limits.ms < 0 and limits.bytes < 0:
                 continue
-            deleted += self._apply(topic, partition, limits.ms, limits.bytes, now)
-            self._sweep_orphans(topic, partition)
+            doomed = self._apply(topic, partition, limits.ms, limits.bytes, now)
+            deleted += doomed
+            self._sweep_orphans(topic, partition, doomed)
         return deleted
 
     def _apply(self, topic: str, partition: int, max_age_ms: int, max_bytes: int, now: int) -> list[SegmentEntry]:
@@ -50,7 +51,9 @@ class RemoteRetention:
         doomed: list[SegmentEntry] = []
         excess = sum(s.size for s in segments) - max_bytes if max_bytes >= 0 else -1
         for segment in segments:
-            too_old = max_age_ms >= 0 and now - segment.max_timestamp > max_age_ms
+            # without timestamps (magic 0 data) the upload time stands in, as Kafka uses the file's mtime
+            age_from = segment.max_timestamp if segment.max_timestamp >= 0 else segment.upload_time_ms
+            too_old = max_age_ms >= 0 and now - age_from > max_age_ms
             too_big = max_bytes >= 0 and excess - segment.size >= 0
             if not (too_old or too_big):
                 break
@@ -63,10 +66,17 @@ class RemoteRetention:
             log.info("remote retention deleted %s-%d segment %d..%d", topic, partition, segment.base_offset, segment.last_offset)
         return doomed
 
-    def _sweep_orphans(self, topic: str, partition: int) -> None:
-        """Delete segment objects below the earliest registered segment (left by a crash mid-deletion)."""
+    def _sweep_orphans(self, topic: str, partition: int, doomed: list[SegmentEntry]) -> None:
+        """Delete segment objects below the earliest registered segment (left by a crash mid-deletion).
+
+        When retention emptied the partition, the bound is the last segment it just deleted; an
+        emptied partition is otherwise left alone, since its next segments may be uploading now."""
         info = self.registry.partition_info(topic, partition)
-        if info is None or info.segment_count == 0:
+        if info is not None and info.segment_count > 0:
+            below = info.earliest_offset
+        elif doomed:
+            below = doomed[-1].base_offset + 1
+        else:
             return
         prefix = self.store.keyspace.partition_prefix(topic, partition)
         for key, _size in list(self.store.list_keys(prefix)):
@@ -74,6 +84,6 @@ class RemoteRetention:
                 parsed = self.store.keyspace.parse(key)
             except InvalidSegmentNameError:
                 continue
-            if parsed.segment is not None and parsed.segment.base_offset < info.earliest_offset:
+            if parsed.segment is not None and parsed.segment.base_offset < below:
                 log.warning("remote retention: deleting dangling object %s", key)
                 self.retry.call(lambda key=key: self.store.client.delete_object(Bucket=self.store.bucket, Key=key), what=f"delete of {key}")

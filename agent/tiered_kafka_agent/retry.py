@@ -28,7 +28,9 @@ RETRIABLE_S3_CODES = frozenset(
 def is_retriable(err: BaseException) -> bool:
     """True for failures that a later attempt can overcome."""
     if isinstance(err, S3UploadFailedError):
-        return True  # boto3's transfer manager wraps the underlying cause as text
+        # boto3's transfer manager raises this while handling the real error: judge that one
+        cause = err.__cause__ or err.__context__
+        return True if cause is None else is_retriable(cause)
     if isinstance(err, botocore.exceptions.ClientError):
         code = str(err.response.get("Error", {}).get("Code", ""))
         status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)

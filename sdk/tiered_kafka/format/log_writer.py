@@ -594,8 +594,9 @@ class PartitionLog:
                 if batch.max_timestamp < timestamp or batch.is_control:
                     continue
                 for record in batch:
-                    if record.offset >= self._log_start_offset and (record.timestamp or -1) >= timestamp:
-                        return record.offset, record.timestamp or -1
+                    record_ts = -1 if record.timestamp is None else record.timestamp
+                    if record.offset >= self._log_start_offset and record_ts >= timestamp:
+                        return record.offset, record_ts
         return None
 
     def max_timestamp(self) -> tuple[int, int]:

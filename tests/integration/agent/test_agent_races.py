@@ -156,3 +156,48 @@ def test_metrics_are_served_over_http(start_dev_broker, redis_server, s3_server,
     ):
         assert name in body, name
     assert 'tiered_kafka_agent_upload_lag_offsets{partition="0",topic="observed"} 0.0' in body
+
+
+def test_a_segment_registered_by_another_leader_is_never_overwritten(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
+    """Another leader rolled earlier and registered 0..(b1-3); our first segment straddles it."""
+    from tiered_kafka.keyspace import Keyspace
+    from tiered_kafka.registry import SegmentEntry
+
+    _fill(start_dev_broker, tmp_path, "handover")
+    directory = tmp_path / "logs" / "handover-0"
+    rotated = rotated_bases(directory)
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
+    theirs = keyspace.segment_key("handover", 0, 0, FileKind.LOG)
+    s3_server.client().put_object(Bucket=s3_bucket, Key=theirs, Body=b"the other leader's segment")
+    registry.register(
+        SegmentEntry(
+            topic="handover", partition=0, base_offset=0, last_offset=rotated[1] - 3, object_key=theirs, size=26, record_count=rotated[1] - 2,
+            min_timestamp=0, max_timestamp=0, checksum="crc32c:00000000", leader_epoch=0, upload_time_ms=1, files=("log",),
+        )
+    )
+    caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("handover", 0)] == [0, *rotated[1:]], what="the rest registered")
+    assert s3_server.client().get_object(Bucket=s3_bucket, Key=theirs)["Body"].read() == b"the other leader's segment"
+    assert [(g.start_offset, g.end_offset) for g in registry.gaps("handover", 0)] == [(rotated[1] - 2, rotated[1] - 1)]
+    assert "another leader" in registry.gaps("handover", 0)[0].reason
+
+
+def test_a_time_index_ending_in_a_zero_entry_does_not_stall(redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    """Records with CreateTime 0 make the roll's final time-index entry all zeros, legitimately."""
+    from tests.support.batches import Rec, build_v2
+    from tiered_kafka.format.log_config import LogConfig
+    from tiered_kafka.format.log_writer import PartitionLog
+
+    plog = PartitionLog.create(tmp_path / "logs" / "epoch-0", LogConfig(retention_ms=-1))
+    for _ in range(3):
+        plog.append(build_v2([Rec(b"k", b"v", 0)]))
+        plog.roll()
+    assert (tmp_path / "logs" / "epoch-0" / "00000000000000000000.timeindex").read_bytes() == b"\x00" * 12
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("epoch", 0)] == [0, 1, 2], what="zero-timestamp segments registered")
+    plog.close()

@@ -276,3 +276,12 @@ def test_a_batch_larger_than_segment_bytes_gets_its_own_segment(tmp_path: Path) 
     plog.append(big)
     assert plog.segment_base_offsets() == [0, 20]
     assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000000.log", "00000000000000000020.log"]
+
+
+def test_offset_for_timestamp_zero(tmp_path: Path) -> None:
+    from tests.support.batches import Rec
+
+    plog = PartitionLog.create(tmp_path / "t-0", LogConfig(retention_ms=-1), clock=FakeClock())
+    plog.append(build_v2([Rec(b"a", b"1", 0), Rec(b"b", b"2", 5)]))
+    assert plog.offset_for_timestamp(0) == (0, 0)
+    assert plog.offset_for_timestamp(1) == (1, 5)
