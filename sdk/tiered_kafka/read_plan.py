@@ -1,0 +1,170 @@
+"""The read plan (DESIGN.md contract 3): batch-aligned byte ranges of one segment object.
+
+For (topic, partition, offset, max_bytes) a plan names one segment object and byte ranges of
+it that start and end on record-batch boundaries, each with the exact first and last offset it
+holds. The first range holds the requested offset. A client decodes a range with any Kafka
+record-batch parser and never sees a torn batch; the gateway adds a presigned URL per range.
+
+Planning needs batch boundaries, which neither the registry nor Kafka's ``.index`` holds
+exactly: an index entry gives a batch's start position and its *last* offset. The planner
+therefore reads batch headers (the 61-byte magic 2 header, ``format.record_batch``) through a
+caller-supplied ``read(start, end)`` — file slices in tests, cached ranged GETs in the gateway —
+in windows of ``HEADER_WINDOW`` bytes, and uses the ``.index`` to jump close to the offset:
+
+1. start: the index entry at or below the offset gives a batch start; headers are scanned
+   forward to the batch whose last offset reaches the requested one;
+2. boundaries: batch starts from the index between the start and ``start + max_bytes`` (plus the
+   segment end), chosen so that each range stays within ``range_bytes`` where the index allows;
+3. each range's last offset is the next boundary batch's base offset minus one (or the segment's
+   last offset at its end).
+
+At least one whole batch is planned even when it is larger than ``max_bytes`` (as Kafka's fetch
+does, KIP-74). Only magic 2 segments are planned; older formats raise ``UnsupportedFormatError``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tiered_kafka.errors import CorruptRecordError, OffsetOutOfRangeError, TieredKafkaError
+from tiered_kafka.format.offset_index import OffsetIndex
+from tiered_kafka.format.record_batch import (
+    HEADER_V2_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    MAGIC_OFFSET,
+)
+
+HEADER_WINDOW = 64 * 1024
+DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
+
+Reader = Callable[[int, int], bytes]
+
+
+class UnsupportedFormatError(TieredKafkaError):
+    """A segment whose batches are not magic 2 cannot be planned from headers alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """Bytes [start, end) of the segment object, holding offsets first_offset..last_offset."""
+
+    start: int
+    end: int
+    first_offset: int
+    last_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def http_range(self) -> str:
+        """The HTTP ``Range`` header value for these bytes (inclusive end)."""
+        return f"bytes={self.start}-{self.end - 1}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+
+
+class BatchHeaders:
+    """Batch headers of one segment object, read on demand in windows and remembered."""
+
+    def __init__(self, read: Reader, segment_size: int, *, window: int = HEADER_WINDOW) -> None:
+        self._read = read
+        self._size = segment_size
+        self._window = window
+        self._known: dict[int, BatchHeader] = {}
+
+    def at(self, position: int) -> BatchHeader:
+        """The header of the batch starting at ``position`` (which must be a batch start)."""
+        header = self._known.get(position)
+        if header is None:
+            self._load(position)
+            header = self._known.get(position)
+            if header is None:
+                raise CorruptRecordError("no batch header where one must start", position=position)
+        return header
+
+    def _load(self, position: int) -> None:
+        """Read a window from ``position`` and remember every whole header in it."""
+        data = self._read(position, min(self._size, position + max(self._window, HEADER_V2_SIZE)))
+        pos = 0
+        while pos + HEADER_V2_SIZE <= len(data):
+            base_offset, length = LOG_OVERHEAD_STRUCT.unpack_from(data, pos)
+            size = LOG_OVERHEAD + length
+            if length <= 0 or position + pos + size > self._size:
+                raise CorruptRecordError(f"invalid batch length {length}", position=position + pos, base_offset=base_offset)
+            magic = data[pos + MAGIC_OFFSET]
+            if magic != 2:
+                raise UnsupportedFormatError(f"batch at position {position + pos} has magic {magic}; read plans need magic 2")
+            delta = int.from_bytes(data[pos + LAST_OFFSET_DELTA_OFFSET : pos + LAST_OFFSET_DELTA_OFFSET + 4], "big", signed=True)
+            self._known[position + pos] = BatchHeader(position + pos, size, base_offset, base_offset + delta)
+            pos += size
+
+
+def plan_ranges(
+    *,
+    index: OffsetIndex,
+    read: Reader,
+    segment_size: int,
+    segment_last_offset: int,
+    offset: int,
+    max_bytes: int,
+    range_bytes: int = DEFAULT_RANGE_BYTES,
+    headers: BatchHeaders | None = None,
+) -> list[ByteRange]:
+    """Batch-aligned ranges of one segment, starting with the batch that holds ``offset``."""
+    if max_bytes <= 0 or range_bytes <= 0:
+        raise ValueError(f"max_bytes and range_bytes must be positive, got {max_bytes} and {range_bytes}")
+    if not index.base_offset <= offset <= segment_last_offset:
+        raise OffsetOutOfRangeError(f"offset {offset} is outside the segment's {index.base_offset}..{segment_last_offset}")
+    headers = headers or BatchHeaders(read, segment_size)
+    first = _batch_holding(headers, index, offset, segment_size)
+    boundaries = _boundaries(index, first, segment_size, max_bytes, range_bytes)
+    ranges = []
+    start, first_offset = first.position, first.base_offset
+    for end in boundaries:
+        last_offset = segment_last_offset if end >= segment_size else headers.at(end).base_offset - 1
+        ranges.append(ByteRange(start, end, first_offset, last_offset))
+        start, first_offset = end, last_offset + 1
+    return ranges
+
+
+def _batch_holding(headers: BatchHeaders, index: OffsetIndex, offset: int, segment_size: int) -> BatchHeader:
+    position = index.lookup(offset).position
+    while position < segment_size:
+        header = headers.at(position)
+        if header.last_offset >= offset:
+            return header
+        position += header.size
+    raise OffsetOutOfRangeError(f"offset {offset} is past the segment's last batch")
+
+
+def _boundaries(index: OffsetIndex, first: BatchHeader, segment_size: int, max_bytes: int, range_bytes: int) -> list[int]:
+    """Range ends: index batch starts (or the segment end) after ``first``, within max_bytes."""
+    limit = first.position + max(max_bytes, first.size)
+    candidates = [p.position for p in index.entries() if first.position < p.position <= limit]
+    if segment_size <= limit:
+        candidates.append(segment_size)
+    if not candidates:
+        candidates = [first.position + first.size]  # the first batch alone, at least
+    ends: list[int] = []
+    current = first.position
+    while True:
+        next_index = bisect.bisect_right(candidates, current)
+        if next_index >= len(candidates):
+            break
+        farthest = bisect.bisect_right(candidates, current + range_bytes) - 1  # within range_bytes
+        chosen = candidates[max(farthest, next_index)]
+        ends.append(chosen)
+        current = chosen
+    return ends
