@@ -36,6 +36,7 @@ from tiered_kafka.format.record_batch import (
     LOG_OVERHEAD,
     LOG_OVERHEAD_STRUCT,
     MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
 )
 
 HEADER_WINDOW = 64 * 1024
@@ -73,6 +74,7 @@ class BatchHeader:
     size: int
     base_offset: int
     last_offset: int
+    max_timestamp: int
 
 
 class BatchHeaders:
@@ -107,7 +109,8 @@ class BatchHeaders:
             if magic != 2:
                 raise UnsupportedFormatError(f"batch at position {position + pos} has magic {magic}; read plans need magic 2")
             delta = int.from_bytes(data[pos + LAST_OFFSET_DELTA_OFFSET : pos + LAST_OFFSET_DELTA_OFFSET + 4], "big", signed=True)
-            self._known[position + pos] = BatchHeader(position + pos, size, base_offset, base_offset + delta)
+            max_ts = int.from_bytes(data[pos + MAX_TIMESTAMP_OFFSET : pos + MAX_TIMESTAMP_OFFSET + 8], "big", signed=True)
+            self._known[position + pos] = BatchHeader(position + pos, size, base_offset, base_offset + delta, max_ts)
             pos += size
 
 

@@ -1,0 +1,97 @@
+"""Response bodies of the gateway's v1 API (they define openapi/openapi.json)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable error code, e.g. offset_not_in_remote_storage")
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class ClusterList(BaseModel):
+    clusters: list[str]
+
+
+class TopicPartitions(BaseModel):
+    name: str
+    partitions: list[int]
+
+
+class TopicList(BaseModel):
+    cluster: str
+    topics: list[TopicPartitions]
+
+
+class RemoteExtent(BaseModel):
+    earliest_offset: int = Field(description="first offset held in remote storage")
+    latest_offset: int = Field(description="last offset held in remote storage")
+    segment_count: int
+    total_bytes: int
+
+
+class KafkaExtent(BaseModel):
+    log_start_offset: int
+    high_watermark: int
+
+
+class PartitionDetail(BaseModel):
+    cluster: str
+    topic: str
+    partition: int
+    remote: RemoteExtent | None = Field(description="null when nothing of the partition is remote")
+    kafka: KafkaExtent | None = Field(description="null when the cluster has no Kafka configured")
+
+
+class SegmentRef(BaseModel):
+    object_key: str
+    base_offset: int
+    last_offset: int
+    size: int
+
+
+class RangeOut(BaseModel):
+    start: int = Field(description="first byte (inclusive) in the segment object")
+    end: int = Field(description="end byte (exclusive)")
+    size: int
+    first_offset: int
+    last_offset: int
+    url: str = Field(description="presigned SigV4 GET; send the Range header given here")
+    range_header: str = Field(description="the Range header the URL was signed with")
+
+
+class GapOut(BaseModel):
+    start_offset: int
+    end_offset: int
+    reason: str
+
+
+class PlanResponse(BaseModel):
+    cluster: str
+    topic: str
+    partition: int
+    offset: int = Field(description="the requested offset")
+    segment: SegmentRef
+    ranges: list[RangeOut] = Field(description="batch-aligned; the first holds the offset (or the first after a gap)")
+    next_offset: int = Field(description="the offset to plan next")
+    expires_at_ms: int
+    gap: GapOut | None = Field(description="set when the offset lies in a gap of remote storage")
+
+
+class OffsetForTime(BaseModel):
+    cluster: str
+    topic: str
+    partition: int
+    timestamp: int = Field(description="the requested timestamp (ms)")
+    offset: int | None = Field(description="first offset whose timestamp is >= the requested one; null if none remote")
+    record_timestamp: int | None
+
+
+class Health(BaseModel):
+    status: str
+    clusters: dict[str, dict[str, str]] = {}

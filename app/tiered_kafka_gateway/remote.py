@@ -1,0 +1,306 @@
+"""One cluster's remote storage as the gateway reads it: registry, segment objects, caches.
+
+Segments come from the Redis registry (``tiered_kafka.registry``). A partition the registry does
+not know — a bucket written by Pinterest's uploader — is found by listing its S3 prefix (cached
+for ``cache.listing_ttl_s``); its last offset comes from the next segment's base or, for the
+newest, from the batch headers after the ``.index``'s last entry.
+
+Plans are computed by ``tiered_kafka.read_plan`` from the segment's ``.index`` (cached, bounded)
+and batch headers read in windows by ranged GETs (cached per segment, bounded), so a repeated
+plan costs one registry lookup and a presign per range, no S3 request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import boto3
+import redis
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from tiered_kafka.errors import CorruptIndexError, FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
+from tiered_kafka.format.offset_index import OffsetIndex
+from tiered_kafka.format.segment_names import FileKind, Suffix
+from tiered_kafka.format.time_index import TimeIndex
+from tiered_kafka.keyspace import Keyspace
+from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
+from tiered_kafka.registry import Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
+from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A bounded, thread-safe least-recently-used map with hit/miss counters."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_or_load(self, key: K, load: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return value
+
+
+@dataclass(frozen=True)
+class RemoteSegment:
+    """A segment object as the gateway plans it (from the registry or a listing)."""
+
+    object_key: str
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int  # -1 when unknown (listed segments)
+
+
+@dataclass(frozen=True)
+class Plan:
+    segment: RemoteSegment
+    ranges: list[ByteRange]
+    urls: list[str]
+    expires_at_ms: int
+    gap: Gap | None  # set when the requested offset fell in a gap and the plan starts after it
+
+
+class ClusterReader:
+    def __init__(self, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> None:
+        self.name = name
+        self.settings = settings
+        s3 = cluster.s3
+        self.bucket = s3.bucket
+        self.keyspace = Keyspace(s3.prefix, name, s3.entropy_bits)
+        secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
+        timeout = settings.timeouts.s3_s
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=s3.endpoint_url,
+            region_name=s3.region,
+            aws_access_key_id=s3.access_key_id,
+            aws_secret_access_key=secret,
+            config=Config(
+                signature_version="s3v4",
+                s3={"addressing_style": "path"},
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                retries={"max_attempts": 2, "mode": "standard"},
+                max_pool_connections=32,
+            ),
+        )
+        self.redis = redis.Redis.from_url(
+            cluster.redis_url, socket_timeout=settings.timeouts.redis_s, socket_connect_timeout=settings.timeouts.redis_s, max_connections=64
+        )
+        self.registry = Registry(self.redis, name)
+        self.bootstrap_servers = cluster.bootstrap_servers
+        self.indexes: LRU[str, OffsetIndex | TimeIndex] = LRU(settings.cache.index_entries)
+        self.headers: LRU[str, BatchHeaders] = LRU(settings.cache.header_segments)
+        self._listings: dict[tuple[str, int], tuple[float, list[RemoteSegment]]] = {}
+        self._listing_lock = threading.Lock()
+        self.s3_gets = 0
+        self.presigns = 0
+
+    # -- errors ----------------------------------------------------------------------------
+    def _registry(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except RegistryError as err:
+            raise GatewayError(ErrorCode.REGISTRY_UNAVAILABLE, f"the registry of cluster {self.name} is unavailable: {err}") from err
+
+    def _get(self, key: str, byte_range: str | None = None) -> bytes:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if byte_range:
+            params["Range"] = byte_range
+        try:
+            self.s3_gets += 1
+            return self.s3.get_object(**params)["Body"].read()
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"s3://{self.bucket}/{key} is missing") from err
+            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 read of {key} failed: {err}") from err
+        except BotoCoreError as err:
+            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 is unavailable: {err}") from err
+
+    # -- partitions ------------------------------------------------------------------------
+    def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
+        info = self._registry(lambda: self.registry.partition_info(topic, partition))
+        if info is not None:
+            return info
+        listed = self._listed(topic, partition)
+        if not listed:
+            return None
+        return PartitionInfo(listed[0].base_offset, listed[-1].last_offset, len(listed), sum(s.size for s in listed), 0)
+
+    def topics(self) -> dict[str, list[int]]:
+        return self._registry(self.registry.topics)
+
+    def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:
+        """The segment holding ``offset``; in a gap, the next segment and the gap."""
+        entry = self._registry(lambda: self.registry.find(topic, partition, offset))
+        if entry is not None:
+            return _from_entry(entry), None
+        info = self._registry(lambda: self.registry.partition_info(topic, partition))
+        if info is not None and not info.is_empty:
+            if offset < info.earliest_offset or offset > info.latest_offset:
+                raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+            following = self._registry(lambda: self.registry.next_segment(topic, partition, offset))
+            gaps = self._registry(lambda: self.registry.gaps(topic, partition))
+            gap = next((g for g in gaps if g.start_offset <= offset <= g.end_offset), None)
+            if following is None:
+                raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+            return _from_entry(following), gap or Gap(offset, following.base_offset - 1, "no remote segment", 0)
+        listed = self._listed(topic, partition)
+        if not listed:
+            raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name}")
+        for segment in listed:
+            if segment.base_offset <= offset <= segment.last_offset:
+                return segment, None
+        raise _out_of_range(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
+
+    def _listed(self, topic: str, partition: int) -> list[RemoteSegment]:
+        """Segments found by listing the partition's prefix (Pinterest-layout buckets), cached."""
+        now = time.monotonic()
+        with self._listing_lock:
+            cached = self._listings.get((topic, partition))
+            if cached is not None and now - cached[0] < self.settings.cache.listing_ttl_s:
+                return cached[1]
+        prefix = self.keyspace.partition_prefix(topic, partition)
+        logs: list[tuple[int, str, int]] = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", ()):
+                    try:
+                        parsed = self.keyspace.parse(item["Key"])
+                    except InvalidSegmentNameError:
+                        continue
+                    name = parsed.segment
+                    if name is not None and name.kind == FileKind.LOG and name.suffix == Suffix.NONE:
+                        logs.append((name.base_offset, item["Key"], int(item["Size"])))
+        except (ClientError, BotoCoreError) as err:
+            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 listing of {prefix} failed: {err}") from err
+        logs.sort()
+        segments = []
+        for i, (base, key, size) in enumerate(logs):
+            last = logs[i + 1][0] - 1 if i + 1 < len(logs) else self._last_offset_of(key, base, size)
+            segments.append(RemoteSegment(key, base, last, size, -1))
+        with self._listing_lock:
+            self._listings[(topic, partition)] = (now, segments)
+        return segments
+
+    def _last_offset_of(self, key: str, base: int, size: int) -> int:
+        index = self.offset_index(key, base)
+        headers = self.batch_headers(key, size)
+        position = index.entries()[-1].position if len(index) else 0
+        last = base - 1
+        while position < size:
+            header = headers.at(position)
+            last, position = header.last_offset, position + header.size
+        return last
+
+    # -- indexes, headers, plans -----------------------------------------------------------
+    def offset_index(self, log_key: str, base_offset: int) -> OffsetIndex:
+        key = log_key[: -len(FileKind.LOG.value)] + FileKind.INDEX.value
+        return self.indexes.get_or_load(key, lambda: _parse(OffsetIndex.from_bytes, self._get(key), base_offset, key))  # type: ignore[return-value]
+
+    def time_index(self, log_key: str, base_offset: int) -> TimeIndex:
+        key = log_key[: -len(FileKind.LOG.value)] + FileKind.TIMEINDEX.value
+        return self.indexes.get_or_load(key, lambda: _parse(TimeIndex.from_bytes, self._get(key), base_offset, key))  # type: ignore[return-value]
+
+    def batch_headers(self, log_key: str, size: int) -> BatchHeaders:
+        def read(start: int, end: int) -> bytes:
+            data = self._get(log_key, f"bytes={start}-{end - 1}")
+            if len(data) != end - start:
+                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{log_key}: asked {end - start} bytes at {start}, got {len(data)}")
+            return data
+
+        return self.headers.get_or_load(log_key, lambda: BatchHeaders(read, size))
+
+    def plan(self, topic: str, partition: int, offset: int, max_bytes: int) -> Plan:
+        segment, gap = self.segment_for(topic, partition, offset)
+        start = segment.base_offset if gap is not None else offset
+        try:
+            ranges = plan_ranges(
+                index=self.offset_index(segment.object_key, segment.base_offset),
+                read=lambda s, e: b"",  # unused: the cached headers read for themselves
+                segment_size=segment.size,
+                segment_last_offset=segment.last_offset,
+                offset=start,
+                max_bytes=max_bytes,
+                range_bytes=self.settings.range_bytes,
+                headers=self.batch_headers(segment.object_key, segment.size),
+            )
+        except UnsupportedFormatError as err:
+            raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
+        except OffsetOutOfRangeError as err:
+            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{segment.object_key}: the registry and the segment disagree: {err}") from err
+        except FormatError as err:
+            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{segment.object_key}: {err}") from err
+        ttl = self.settings.presign_ttl_s
+        urls = [self.presign(segment.object_key, r, ttl) for r in ranges]
+        return Plan(segment, ranges, urls, int(time.time() * 1000) + ttl * 1000, gap)
+
+    def presign(self, key: str, byte_range: ByteRange, ttl_s: int) -> str:
+        """A SigV4 URL for one object and one byte range (Range is a signed header)."""
+        self.presigns += 1
+        return self.s3.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key, "Range": byte_range.http_range}, ExpiresIn=ttl_s
+        )
+
+    def read_range(self, key: str, byte_range: ByteRange) -> bytes:
+        return self._get(key, byte_range.http_range)
+
+    # -- readiness -------------------------------------------------------------------------
+    def check(self) -> dict[str, str]:
+        status = {}
+        try:
+            self.redis.ping()
+            status["redis"] = "ok"
+        except redis.RedisError as err:
+            status["redis"] = f"unavailable: {err}"
+        try:
+            self.s3.head_bucket(Bucket=self.bucket)
+            status["s3"] = "ok"
+        except (ClientError, BotoCoreError) as err:
+            status["s3"] = f"unavailable: {err}"
+        return status
+
+
+def _from_entry(entry: SegmentEntry) -> RemoteSegment:
+    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp)
+
+
+def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:
+    try:
+        return parser(data, base, name=key)
+    except CorruptIndexError as err:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
+
+
+def _out_of_range(topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:
+    error = ErrorCode.OFFSET_NOT_REMOTE if offset > latest else ErrorCode.OFFSET_OUT_OF_RANGE
+    return GatewayError(
+        error,
+        f"offset {offset} of {topic}-{partition} is outside the remote range {earliest}..{latest}",
+        earliest_offset=earliest,
+        latest_offset=latest,
+    )

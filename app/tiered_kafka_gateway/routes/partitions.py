@@ -1,0 +1,142 @@
+"""Clusters, topics, partitions, read plans and offsets for a timestamp."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from tiered_kafka.format.record_batch import iter_batches
+from tiered_kafka.read_plan import ByteRange
+from tiered_kafka_gateway import kafka_offsets
+from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.models import (
+    ClusterList,
+    ErrorResponse,
+    GapOut,
+    KafkaExtent,
+    OffsetForTime,
+    PartitionDetail,
+    PlanResponse,
+    RangeOut,
+    RemoteExtent,
+    SegmentRef,
+    TopicList,
+    TopicPartitions,
+)
+
+ERRORS = {status: {"model": ErrorResponse} for status in (401, 404, 409, 416, 422, 502, 503)}
+router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
+Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="Kafka offset")]
+
+
+@router.get("/clusters", operation_id="listClusters", summary="Clusters served by this gateway")
+def clusters_(settings: Settings, caller: Caller) -> ClusterList:
+    return ClusterList(clusters=sorted(settings.clusters))
+
+
+@router.get("/clusters/{cluster}/topics", operation_id="listTopics", summary="Topics with remote data")
+def list_topics(cluster: Cluster, caller: Caller) -> TopicList:
+    topics = cluster.topics()
+    return TopicList(
+        cluster=cluster.name,
+        topics=[TopicPartitions(name=t, partitions=ps) for t, ps in sorted(topics.items()) if caller.allows(t)],
+    )
+
+
+@router.get("/clusters/{cluster}/topics/{topic}/partitions/{partition}", operation_id="getPartition", summary="Remote and broker offsets")
+def get_partition(cluster: Cluster, topic: Topic, partition: PartitionId) -> PartitionDetail:
+    info = cluster.partition_info(topic, partition)
+    remote = None
+    if info is not None and not info.is_empty:
+        remote = RemoteExtent(earliest_offset=info.earliest_offset, latest_offset=info.latest_offset, segment_count=info.segment_count, total_bytes=info.total_bytes)
+    kafka = None
+    if cluster.bootstrap_servers:
+        low, high = kafka_offsets.watermarks(cluster, topic, partition)
+        kafka = KafkaExtent(log_start_offset=low, high_watermark=high)
+    if remote is None and kafka is None:
+        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no data for {topic}-{partition} in cluster {cluster.name}")
+    return PartitionDetail(cluster=cluster.name, topic=topic, partition=partition, remote=remote, kafka=kafka)
+
+
+@router.get(
+    "/clusters/{cluster}/topics/{topic}/partitions/{partition}/plan",
+    operation_id="locate",
+    summary="Presigned, batch-aligned byte ranges for reading from an offset",
+)
+def locate(
+    cluster: Cluster,
+    topic: Topic,
+    partition: PartitionId,
+    settings: Settings,
+    offset: Offset,
+    max_bytes: Annotated[int | None, Query(ge=1, description="bytes to plan (default: default_max_bytes)")] = None,
+) -> PlanResponse:
+    wanted = settings.default_max_bytes if max_bytes is None else max_bytes
+    if wanted > settings.max_bytes_limit:
+        raise GatewayError(ErrorCode.INVALID_REQUEST, f"max_bytes {wanted} is above the limit {settings.max_bytes_limit}")
+    plan = cluster.plan(topic, partition, offset, wanted)
+    return PlanResponse(
+        cluster=cluster.name,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        segment=SegmentRef(object_key=plan.segment.object_key, base_offset=plan.segment.base_offset, last_offset=plan.segment.last_offset, size=plan.segment.size),
+        ranges=[
+            RangeOut(start=r.start, end=r.end, size=r.size, first_offset=r.first_offset, last_offset=r.last_offset, url=u, range_header=r.http_range)
+            for r, u in zip(plan.ranges, plan.urls, strict=True)
+        ],
+        next_offset=plan.ranges[-1].last_offset + 1,
+        expires_at_ms=plan.expires_at_ms,
+        gap=None if plan.gap is None else GapOut(start_offset=plan.gap.start_offset, end_offset=plan.gap.end_offset, reason=plan.gap.reason),
+    )
+
+
+@router.get(
+    "/clusters/{cluster}/topics/{topic}/partitions/{partition}/offsets",
+    operation_id="offsetForTimestamp",
+    summary="The first remote offset whose timestamp is at or after a time",
+)
+def offset_for_timestamp(
+    cluster: Cluster,
+    topic: Topic,
+    partition: PartitionId,
+    timestamp: Annotated[int, Query(ge=0, le=2**63 - 1, description="epoch milliseconds")],
+) -> OffsetForTime:
+    found = remote_offset_for_timestamp(cluster, topic, partition, timestamp)
+    return OffsetForTime(
+        cluster=cluster.name,
+        topic=topic,
+        partition=partition,
+        timestamp=timestamp,
+        offset=None if found is None else found[0],
+        record_timestamp=None if found is None else found[1],
+    )
+
+
+def remote_offset_for_timestamp(cluster: Cluster, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
+    """Kafka's ListOffsets rule over remote data: the registry's per-segment max timestamps pick
+    the segment, its .timeindex and .index a position, batch headers the batch; only that one
+    batch is downloaded to find the record."""
+    segments = cluster.registry.segments(topic, partition)
+    if not segments and cluster.partition_info(topic, partition) is None:
+        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
+    for segment in segments:
+        if segment.max_timestamp < timestamp:
+            continue
+        start = cluster.time_index(segment.object_key, segment.base_offset).lookup(timestamp).offset
+        position = cluster.offset_index(segment.object_key, segment.base_offset).lookup(start).position
+        headers = cluster.batch_headers(segment.object_key, segment.size)
+        while position < segment.size:
+            header = headers.at(position)
+            if header.max_timestamp >= timestamp:
+                data = cluster.read_range(segment.object_key, ByteRange(position, position + header.size, header.base_offset, header.last_offset))
+                for batch in iter_batches(data, position=position):
+                    if batch.is_control:
+                        continue
+                    for record in batch:
+                        if record.timestamp is not None and record.timestamp >= timestamp:
+                            return record.offset, record.timestamp
+            position += header.size
+    return None

@@ -1,0 +1,46 @@
+"""A gateway over the test services, and a partition uploaded by the agent for it to serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_gateway.app import create_app
+from tiered_kafka_gateway.config import load_settings
+
+
+def gateway_client(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> TestClient:
+    cluster = {
+        "redis_url": agent.redis.url,
+        "s3": {
+            "bucket": agent.s3.bucket,
+            "prefix": agent.s3.prefix,
+            "entropy_bits": agent.s3.entropy_bits,
+            "endpoint_url": s3_server.endpoint_url,
+            "access_key_id": s3_server.access_key,
+            "secret_access_key": s3_server.secret_key,
+            "region": s3_server.region,
+        },
+        "bootstrap_servers": bootstrap,
+    }
+    settings = load_settings(clusters={agent.cluster: cluster}, **overrides)
+    return TestClient(create_app(settings))
+
+
+def uploaded_partition(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, topic: str, count: int = 2000) -> tuple[Any, AgentSettings]:
+    """A broker topic whose rotated segments the agent has uploaded and registered."""
+    broker = start_dev_broker(tmp_path / "logs")
+    bootstrap = broker.broker.bootstrap_servers
+    create_topic(bootstrap, topic, 1, **{"segment.bytes": "100000", "index.interval.bytes": "4096"})
+    produce(bootstrap, topic, [(0, f"k{i}".encode(), value_for(i)) for i in range(count)], **{"linger.ms": 2, "batch.num.messages": 7})
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated_bases(tmp_path / "logs" / f"{topic}-0"), what="uploaded")
+    return broker, settings
