@@ -1,13 +1,18 @@
 """The whole local stack on one machine: ``python -m tiered_kafka_dev.stack`` (``make run``).
 
 What it does today:
-1. starts Redis, ZooKeeper and S3 (SeaweedFS) on free 127.0.0.1 ports;
+1. starts Redis, ZooKeeper and S3 (SeaweedFS) on free 127.0.0.1 ports, and creates a bucket;
 2. starts the development Kafka broker, registered in that ZooKeeper like a ZK-mode broker;
-3. creates the topic ``demo`` with small segments, produces sample records until segments
+3. starts the agent in-process beside it, following leadership through ZooKeeper as in a real
+   deployment, uploading to that bucket and registering in that Redis;
+4. creates the topic ``demo`` with small segments, produces sample records until segments
    roll, and reads them back with a confluent-kafka consumer group;
-4. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C.
+5. waits until the agent has uploaded and registered every rotated segment, and shows what
+   landed in S3 and Redis;
+6. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
+   the agent, then the broker, then the services.
 
-The agent, the gateway and the SDK's consumption modes join this flow as they are built.
+The gateway and the SDK's consumption modes join this flow as they are built.
 """
 
 from __future__ import annotations
@@ -23,31 +28,47 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import redis
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tiered_kafka.errors import TieredKafkaError
+from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.config import AgentSettings, load_settings
 from tiered_kafka_dev.broker.config import BrokerConfig
 from tiered_kafka_dev.broker.server import Broker, BrokerThread
 from tiered_kafka_dev.services import RedisServer, S3Server, ServiceError, ZooKeeperServer
 from tiered_kafka_dev.services.__main__ import describe
+from tiered_kafka_dev.services._process import free_ports
 
 DEMO_TOPIC = "demo"
+DEMO_PARTITIONS = 2
+DEMO_BUCKET = "tiered-kafka-demo"
+CLUSTER = "local"
+S3_PREFIX = "tiered"
+UPLOAD_WAIT_S = 60.0
+
+
+class DemoError(Exception):
+    """The demo did not do what it should (printed as an error; the stack then stops)."""
 
 
 def demo(bootstrap: str, log_dir: Path, records: int) -> None:
     """Produce ``records`` sample records into small segments and read them back."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(DEMO_TOPIC, 2, 1, config={"segment.bytes": "262144"})]).values():
+    for future in admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, 1, config={"segment.bytes": "262144"})]).values():
         future.result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
     for i in range(records):
         value = f"record {i} ".encode() + os.urandom(300)  # incompressible enough to fill segments
-        producer.produce(DEMO_TOPIC, key=f"key-{i}".encode(), value=value, partition=i % 2)
+        producer.produce(DEMO_TOPIC, key=f"key-{i}".encode(), value=value, partition=i % DEMO_PARTITIONS)
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(30)
-    segments = {p: sorted(x.name for x in (log_dir / f"{DEMO_TOPIC}-{p}").glob("*.log")) for p in range(2)}
+    segments = {p: segment_bases(log_dir, p) for p in range(DEMO_PARTITIONS)}
     print(f"produced {records} records to '{DEMO_TOPIC}'; segments on disk: " + ", ".join(f"partition {p}: {len(s)}" for p, s in segments.items()))
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-reader", "auto.offset.reset": "earliest"})
@@ -62,6 +83,84 @@ def demo(bootstrap: str, log_dir: Path, records: int) -> None:
     print(f"read back {sum(seen.values())} records from Kafka (by partition: {dict(sorted(seen.items()))})")
 
 
+def segment_bases(log_dir: Path, partition: int) -> list[int]:
+    """Base offsets of the partition's segments on disk, in order (the last is the active one)."""
+    return sorted(int(path.name[:20]) for path in (log_dir / f"{DEMO_TOPIC}-{partition}").glob("*.log"))
+
+
+def agent_settings(log_dir: Path, broker_id: int, redis_server: RedisServer, zookeeper: ZooKeeperServer, s3: S3Server, bucket: str, metrics_port: int) -> AgentSettings:
+    """The agent's settings for this stack: ZooKeeper leadership, as in a real deployment."""
+    return load_settings(
+        None,
+        cluster=CLUSTER,
+        broker_id=broker_id,
+        log_dirs=[log_dir],
+        s3={
+            "bucket": bucket,
+            "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key,
+            "secret_access_key": s3.secret_key,
+            "region": s3.region,
+            "entropy_bits": 3,
+            "prefix": S3_PREFIX,
+        },
+        redis={"url": redis_server.url},
+        leadership={"mode": "zookeeper", "zookeeper_connect": zookeeper.hosts},
+        upload={"rescan_interval_s": 1.0},
+        metrics={"port": metrics_port},
+    )
+
+
+def wait_for_uploads(registry: Registry, log_dir: Path, stop: threading.Event, timeout_s: float = UPLOAD_WAIT_S) -> dict[int, list[SegmentEntry]]:
+    """Wait until every rotated segment of every demo partition is registered; return the entries.
+
+    Rotated segments are every ``.log`` but the one with the largest base offset (the active one).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        entries = {p: registry.segments(DEMO_TOPIC, p) for p in range(DEMO_PARTITIONS)}
+        missing = {}
+        for p in range(DEMO_PARTITIONS):
+            rotated = segment_bases(log_dir, p)[:-1]
+            registered = [e.base_offset for e in entries[p]]
+            if not rotated or registered != rotated:
+                missing[p] = (rotated, registered)
+        if not missing:
+            return entries
+        if stop.is_set():
+            raise DemoError("interrupted while waiting for the agent")
+        if time.monotonic() > deadline:
+            details = "; ".join(f"{DEMO_TOPIC}-{p}: rotated segments {r}, registered {g}" for p, (r, g) in missing.items())
+            raise DemoError(f"the agent did not register every rotated segment within {timeout_s:.0f} s ({details})")
+        time.sleep(0.2)
+
+
+def show_uploads(entries: dict[int, list[SegmentEntry]], registry: Registry, log_dir: Path, bucket: str, s3: S3Server, metrics_url: str) -> None:
+    """Print what the agent uploaded and registered, checked against the log.dir and S3."""
+    all_entries = [e for p in sorted(entries) for e in entries[p]]
+    total_bytes = sum(e.size for e in all_entries)
+    ranges = ", ".join(f"0..{entries[p][-1].last_offset} of {DEMO_TOPIC}-{p}" for p in sorted(entries))
+    print(
+        f"agent uploaded {len(all_entries)} segments ({total_bytes / 2**20:.1f} MiB) to s3://{bucket}/{S3_PREFIX}/ "
+        f"and registered offsets {ranges} in Redis"
+    )
+    for p in sorted(entries):
+        partition = entries[p]
+        active = segment_bases(log_dir, p)[-1]
+        contiguous = all(a.last_offset + 1 == b.base_offset for a, b in zip(partition, partition[1:]))
+        print(
+            f"  {DEMO_TOPIC}-{p}: {len(partition)} segments registered, offsets {partition[0].base_offset}..{partition[-1].last_offset}"
+            f"{'' if contiguous else ' (NOT contiguous)'}; the active segment on the broker starts at offset {active}"
+        )
+    example = all_entries[0]
+    head = s3.client().head_object(Bucket=bucket, Key=example.object_key)
+    print(f"example registry entry ({registry.keys(example.topic, example.partition).segment(example.base_offset)}):")
+    print(f"  object_key   s3://{bucket}/{example.object_key}  ({head['ContentLength']} bytes in S3)")
+    print(f"  offsets      {example.base_offset}..{example.last_offset}  ({example.record_count} records, leader epoch {example.leader_epoch})")
+    print(f"  size         {example.size} bytes  checksum {example.checksum}  files {','.join(example.files)}")
+    print(f"agent metrics: {metrics_url}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiered_kafka_dev.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20_000, help="sample records to produce")
@@ -73,35 +172,60 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        # The ExitStack unwinds in reverse: the agent stops first, then the broker, then the services.
         with contextlib.ExitStack() as stack:
             services = []
             for launcher in (RedisServer, ZooKeeperServer, S3Server):
                 print(f"starting {launcher.__name__} ...", file=sys.stderr, flush=True)
                 services.append(stack.enter_context(launcher()))
+            redis_server = next(s for s in services if isinstance(s, RedisServer))
             zookeeper = next(s for s in services if isinstance(s, ZooKeeperServer))
+            s3 = next(s for s in services if isinstance(s, S3Server))
+            bucket = s3.create_bucket(DEMO_BUCKET)
             log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-logs-")))
             broker: BrokerThread = Broker(BrokerConfig(log_dir=log_dir, zookeeper_connect=zookeeper.hosts)).run_in_thread()
             stack.callback(broker.stop)
             bootstrap = broker.broker.bootstrap_servers
+
+            print("starting the agent ...", file=sys.stderr, flush=True)
+            metrics_port = free_ports(1)[0]
+            settings = agent_settings(log_dir, broker.broker.node_id, redis_server, zookeeper, s3, bucket, metrics_port)
+            agent = Agent(settings)
+            stack.callback(agent.stop)
+            agent.start()
+            metrics_url = f"http://{settings.metrics.host}:{metrics_port}/metrics"
+            registry_client: Any = redis.Redis.from_url(redis_server.url)
+            stack.callback(registry_client.close)
+            registry = Registry(registry_client, CLUSTER)
 
             exports: dict[str, str] = {"TIERED_KAFKA_BOOTSTRAP_SERVERS": bootstrap}
             for service in services:
                 lines, env = describe(service)
                 print("\n".join(lines))
                 exports.update(env)
-            print(f"Kafka      {bootstrap}  (development broker, log.dirs {log_dir}, registered in ZooKeeper)")
+            print(f"Kafka      {bootstrap}  (development broker {broker.broker.node_id}, log.dirs {log_dir}, registered in ZooKeeper)")
+            print(
+                f"Agent      {metrics_url}  (in-process, broker {settings.broker_id}, cluster '{CLUSTER}', "
+                f"leadership from ZooKeeper, uploads to s3://{bucket}/{S3_PREFIX}/)"
+            )
+            exports["TIERED_KAFKA_AGENT_METRICS_URL"] = metrics_url
             print()
             demo(bootstrap, log_dir, args.records)
+            print(f"waiting (up to {UPLOAD_WAIT_S:.0f} s) for the agent to upload and register every rotated segment ...", file=sys.stderr, flush=True)
+            entries = wait_for_uploads(registry, log_dir, stop)
+            show_uploads(entries, registry, log_dir, bucket, s3, metrics_url)
             print()
             for key, value in exports.items():
                 print(f"export {key}={shlex.quote(value)}")
+            sys.stdout.flush()
             if args.exit_after_demo:
+                print("stopping ...", file=sys.stderr, flush=True)
                 return 0
             print("\nRunning; press Ctrl-C to stop.", file=sys.stderr, flush=True)
             stop.wait()
             print("stopping ...", file=sys.stderr, flush=True)
         return 0
-    except ServiceError as err:
+    except (ServiceError, TieredKafkaError, DemoError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
 

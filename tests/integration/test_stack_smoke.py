@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,9 +21,31 @@ def test_stack_runs_the_demo_and_stops_cleanly() -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    assert re.search(r"^Kafka\s+127\.0\.0\.1:\d+", out, re.M)
+    kafka = re.search(r"^Kafka\s+127\.0\.0\.1:\d+ .*log\.dirs (\S+),", out, re.M)
+    assert kafka, out
+    assert re.search(r"^Agent\s+http://127\.0\.0\.1:\d+/metrics .*leadership from ZooKeeper", out, re.M), out
     segments = re.search(r"segments on disk: partition 0: (\d+), partition 1: (\d+)", out)
     assert segments and int(segments[1]) > 1 and int(segments[2]) > 1
+    on_disk = {0: int(segments[1]), 1: int(segments[2])}
     assert "read back 6000 records from Kafka" in out
-    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL"):
+
+    # the agent uploaded and registered every rotated segment of both partitions
+    summary = re.search(r"agent uploaded (\d+) segments \([\d.]+ MiB\) to s3://[\w.-]+/tiered/ and registered offsets 0\.\.(\d+) of demo-0, 0\.\.(\d+) of demo-1 in Redis", out)
+    assert summary, out
+    partitions = {
+        int(m[1]): (int(m[2]), int(m[3]), int(m[4]))
+        for m in re.finditer(r"^  demo-(\d): (\d+) segments registered, offsets 0\.\.(\d+); the active segment on the broker starts at offset (\d+)$", out, re.M)
+    }
+    assert sorted(partitions) == [0, 1], out
+    assert int(summary[1]) == sum(count for count, _, _ in partitions.values())
+    for p, (count, last, active_base) in partitions.items():
+        assert count == on_disk[p] - 1  # every segment but the active one
+        assert last + 1 == active_base  # registered offsets end right where the broker's active segment starts
+        assert last == int(summary[2 + p])
+    assert "NOT contiguous" not in out
+    assert re.search(r"^  object_key   s3://[\w.-]+/tiered/[01]{3}/local/demo-[01]/\d{20}\.log  \(\d+ bytes in S3\)$", out, re.M), out
+    assert re.search(r"^agent metrics: http://127\.0\.0\.1:\d+/metrics$", out, re.M)
+
+    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL"):
         assert f"export {name}=" in out
+    assert not Path(kafka[1]).exists()  # the temporary log.dir is removed on exit
