@@ -24,5 +24,10 @@ bench: install
 	$(PY) bench/bench_broker.py
 	$(PY) bench/bench_agent.py
 
+# The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
+# (a unit test fails when the checked-in file is stale).
+openapi:
+	$(PY) -m tiered_kafka_gateway.openapi_spec
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -11,7 +11,7 @@ from tiered_kafka_gateway.config import GatewaySettings
 from tiered_kafka_gateway.errors import install_handlers
 from tiered_kafka_gateway.metrics import GatewayMetrics
 from tiered_kafka_gateway.remote import ClusterReader
-from tiered_kafka_gateway.routes import health, partitions
+from tiered_kafka_gateway.routes import health, partitions, records
 
 API_VERSION = "1.0.0"
 
@@ -32,6 +32,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.metrics = GatewayMetrics()
     install_handlers(app)
     app.include_router(partitions.router)
+    app.include_router(records.router)
     app.include_router(health.router)
 
     @app.middleware("http")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from tiered_kafka_gateway.remote import ClusterReader
 
 _POOLS: dict[str, KafkaPool] = {}
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _POOLS_LOCK = threading.Lock()
 
 
@@ -31,15 +34,17 @@ class KafkaPool:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._slots = threading.BoundedSemaphore(max_concurrency)
-        self._idle: queue.SimpleQueue[Consumer] = queue.SimpleQueue()
+        self._idle: dict[str, queue.SimpleQueue[Consumer]] = {level: queue.SimpleQueue() for level in ISOLATION_LEVELS}
 
     @contextmanager
-    def consumer(self) -> Iterator[Consumer]:
+    def consumer(self, isolation_level: str = "read_committed") -> Iterator[Consumer]:
+        """A consumer of the given isolation level (librdkafka's default: read_committed)."""
+        idle = self._idle[isolation_level]
         if not self._slots.acquire(timeout=self.timeout_s):
             raise GatewayError(ErrorCode.KAFKA_UNAVAILABLE, "too many concurrent Kafka reads; retry later")
         try:
             try:
-                consumer = self._idle.get_nowait()
+                consumer = idle.get_nowait()
             except queue.Empty:
                 consumer = Consumer(
                     {
@@ -48,6 +53,7 @@ class KafkaPool:
                         "enable.auto.commit": False,
                         "enable.partition.eof": True,
                         "auto.offset.reset": "error",
+                        "isolation.level": isolation_level,
                         "socket.timeout.ms": int(self.timeout_s * 1000),
                         "logger": _quiet_logger(),
                     }
@@ -56,7 +62,7 @@ class KafkaPool:
                 yield consumer
             finally:
                 consumer.unassign()
-                self._idle.put(consumer)
+                idle.put(consumer)
         finally:
             self._slots.release()
 
@@ -87,6 +93,95 @@ def watermarks(cluster: ClusterReader, topic: str, partition: int) -> tuple[int,
             return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=pool.timeout_s, cached=False)
         except KafkaException as err:
             raise _translate(err, topic, partition) from err
+
+
+@dataclass(frozen=True)
+class KafkaRead:
+    """Messages read from the broker, from the requested offset on, in offset order."""
+
+    messages: list[Any]  # confluent_kafka.Message, each without error
+    log_start_offset: int
+    high_watermark: int
+
+
+def read(
+    cluster: ClusterReader,
+    topic: str,
+    partition: int,
+    offset: int,
+    max_records: int,
+    max_bytes: int,
+    timeout_s: float | None = None,
+    isolation_level: str = "read_uncommitted",
+) -> KafkaRead:
+    """Up to ``max_records`` messages from ``offset``: a consumer of the pool is assigned the
+    partition at that offset (no group join, no commit) and consumes until ``max_records``,
+    ``max_bytes`` of keys and values (at least one message), the partition's end (EOF) or the timeout.
+
+    The watermarks are asked first, so that an unknown partition is a 404 and an offset outside
+    [log start, high watermark] a 416 ``offset_out_of_range`` whose details say which side
+    (``log_start_offset``, ``high_watermark``) — the consumption modes fall back to remote
+    storage below the log start.
+    """
+    pool = pool_for(cluster)
+    timeout = pool.timeout_s if timeout_s is None else timeout_s
+    with pool.consumer(isolation_level) as consumer:
+        tp = TopicPartition(topic, partition)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        except KafkaException as err:
+            raise _translate(err, topic, partition) from err
+        if offset < low or offset > high:
+            raise _out_of_range(topic, partition, offset, low, high)
+        messages: list[Any] = []
+        if offset == high:
+            return KafkaRead(messages, low, high)
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout
+        size = 0
+        done = False
+        while not done and len(messages) < max_records and size < max_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for message in consumer.consume(min(max_records - len(messages), 1000), min(remaining, 0.5)):
+                error = message.error()
+                if error is not None:
+                    code = error.code()
+                    if code == KafkaError._PARTITION_EOF:
+                        done = True
+                        break
+                    if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
+                        low, high = _watermarks_or(consumer, tp, timeout, (low, high))
+                        raise _out_of_range(topic, partition, offset, low, high)
+                    raise _translate(KafkaException(error), topic, partition)
+                if message.offset() < offset:
+                    continue
+                messages.append(message)
+                size += len(message.key() or b"") + len(message.value() or b"")
+                if len(messages) >= max_records or size >= max_bytes:
+                    done = True
+                    break
+                if message.offset() + 1 >= high:
+                    high = message.offset() + 1
+        return KafkaRead(messages, low, high)
+
+
+def _watermarks_or(consumer: Consumer, tp: TopicPartition, timeout: float, known: tuple[int, int]) -> tuple[int, int]:
+    try:
+        return consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+    except KafkaException:
+        return known
+
+
+def _out_of_range(topic: str, partition: int, offset: int, low: int, high: int) -> GatewayError:
+    side = "below the log start" if offset < low else "past the high watermark"
+    return GatewayError(
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        f"offset {offset} of {topic}-{partition} is {side}: Kafka holds {low}..{high - 1}",
+        log_start_offset=low,
+        high_watermark=high,
+    )
 
 
 def _translate(err: KafkaException, topic: str, partition: int) -> GatewayError:

@@ -95,3 +95,32 @@ class OffsetForTime(BaseModel):
 class Health(BaseModel):
     status: str
     clusters: dict[str, dict[str, str]] = {}
+
+
+class HeaderOut(BaseModel):
+    key: str
+    value: str | None = Field(description="encoded per the request's encoding; null when null")
+
+
+class RecordOut(BaseModel):
+    offset: int
+    timestamp: int | None = Field(description="epoch ms; null for magic 0 data")
+    timestamp_type: str | None = Field(description="CreateTime or LogAppendTime; null when the record has no timestamp")
+    key: str | None = Field(description="encoded per the request's encoding (base64 or utf8); null when null")
+    value: str | None = Field(description="encoded per the request's encoding (base64 or utf8); null when null")
+    headers: list[HeaderOut]
+
+
+class RecordsResponse(BaseModel):
+    cluster: str
+    topic: str
+    partition: int
+    offset: int = Field(description="the requested offset")
+    source: str = Field(description="where the records were read: remote or kafka")
+    records: list[RecordOut] = Field(description="in offset order; control records and (read_committed) aborted ones left out")
+    next_offset: int = Field(description="the offset to read next (no gap, no duplicate)")
+    high_watermark: int | None = Field(None, description="Kafka's high watermark, when Kafka was asked")
+    log_start_offset: int | None = Field(None, description="Kafka's log start offset, when Kafka was asked")
+    remote_earliest_offset: int | None = Field(None, description="first remote offset, when remote storage was read")
+    remote_latest_offset: int | None = Field(None, description="last remote offset, when remote storage was read")
+    gap: GapOut | None = Field(None, description="set when the offset lay in a gap of remote storage and the read started after it")

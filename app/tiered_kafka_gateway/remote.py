@@ -30,7 +30,7 @@ from tiered_kafka.format.segment_names import FileKind, Suffix
 from tiered_kafka.format.time_index import TimeIndex
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
-from tiered_kafka.registry import Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
+from tiered_kafka.registry import MAX_OFFSET, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 
@@ -154,8 +154,16 @@ class ClusterReader:
     def topics(self) -> dict[str, list[int]]:
         return self._registry(self.registry.topics)
 
+    def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
+        return self._registry(lambda: self.registry.segments(topic, partition))
+
     def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:
         """The segment holding ``offset``; in a gap, the next segment and the gap."""
+        if offset > MAX_OFFSET:  # beyond what the registry can store: never remote
+            info = self.partition_info(topic, partition)
+            if info is None or info.is_empty:
+                raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name}")
+            raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
         entry = self._registry(lambda: self.registry.find(topic, partition, offset))
         if entry is not None:
             return _from_entry(entry), None

@@ -119,7 +119,7 @@ def remote_offset_for_timestamp(cluster: Cluster, topic: str, partition: int, ti
     """Kafka's ListOffsets rule over remote data: the registry's per-segment max timestamps pick
     the segment, its .timeindex and .index a position, batch headers the batch; only that one
     batch is downloaded to find the record."""
-    segments = cluster.registry.segments(topic, partition)
+    segments = cluster.segments(topic, partition)
     if not segments and cluster.partition_info(topic, partition) is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
     for segment in segments:

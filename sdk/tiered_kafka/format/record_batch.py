@@ -177,7 +177,7 @@ class RecordBatch:
     several records).
     """
 
-    __slots__ = ("buffer", "position", "magic", "_pending_decoder")
+    __slots__ = ("buffer", "position", "magic", "_pending_decoder", "_pending_for")
 
     def __init__(self, buffer: memoryview, position: int, magic: int) -> None:
         self.buffer = buffer
@@ -185,6 +185,7 @@ class RecordBatch:
         self.magic = magic
         # a decoder built by verify_crc, kept for the first iteration (decoders are single-use)
         self._pending_decoder: _AioDefaultRecordBatch | _AioLegacyRecordBatch | None = None
+        self._pending_for = b""  # the offset and length bytes the kept decoder was built from
 
     def __repr__(self) -> str:
         return (
@@ -337,6 +338,7 @@ class RecordBatch:
             ok = self.compute_crc() == self.crc
         else:
             self._pending_decoder = self._decoder()
+            self._pending_for = bytes(self.buffer[:LOG_OVERHEAD])
             ok = self._pending_decoder.validate_crc()
         if not ok:
             raise CorruptRecordError(
@@ -352,7 +354,9 @@ class RecordBatch:
 
     def __iter__(self) -> Iterator[Record]:
         """Decode the batch's records (decompressing if needed), in offset order."""
-        decoder, self._pending_decoder = self._pending_decoder or self._decoder(), None
+        decoder, self._pending_decoder = self._pending_decoder, None
+        if decoder is None or self._pending_for != bytes(self.buffer[:LOG_OVERHEAD]):
+            decoder = self._decoder()  # none kept, or the buffer's offset field was rewritten since
         try:
             return iter(list(decoder))  # decoded eagerly, so errors surface here with context
         except (CorruptRecordError, UnsupportedCodecError):

@@ -216,3 +216,13 @@ def test_c_decoder_loaded_and_python_reference_switch() -> None:
     env = {**os.environ, "AIOKAFKA_NO_EXTENSIONS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "python"
+
+
+def test_offsets_follow_a_base_offset_rewritten_after_the_crc_check() -> None:
+    """A small batch keeps the decoder its CRC check built; rewriting baseOffset must not leave it stale."""
+    data = bytearray(build_v2(sample_records(3, value_size=10)))
+    assert len(data) < 512
+    (batch,) = iter_batches(data)  # CRC verified: a decoder is kept for the first iteration
+    set_base_offset(batch.buffer, 1000)
+    assert [r.offset for r in batch] == [1000, 1001, 1002]
+    assert batch.offset_of_max_timestamp() in (1000, 1001, 1002)

@@ -1,0 +1,390 @@
+"""Records as JSON, read from remote storage or proxied to Kafka, and the consumption-mode contract.
+
+**Consumption modes** (DESIGN.md, contract 4) are decided by ``decide`` alone:
+
+    REMOTE_ONLY       remote storage; an offset it does not hold is a 416
+                      (offset_not_in_remote_storage past its end, offset_out_of_range below its start)
+    KAFKA_ONLY        Kafka
+    REMOTE_PREFERRED  remote when remote storage holds the offset (earliest <= offset <= latest),
+                      else Kafka (the default)
+    KAFKA_PREFERRED   Kafka; when Kafka answers OFFSET_OUT_OF_RANGE *below its log start*, remote
+
+The handoff is exact: a read returns records of one source only, ending at ``next_offset``, and the
+next read starts there (from whichever source the mode picks then), so there is no gap and no
+duplicate. (This module is the gateway's copy of the contract; it belongs in the SDK beside
+``TieredConsumer`` once the SDK has its modes module, and the gateway should import it from there.)
+
+**Remote reads**: the read plan's batch-aligned ranges of one segment, then of the following
+segments while ``max_bytes``/``max_records`` allow, are fetched server-side and decoded with the
+format core (CRCs verified; a bad range is 502 corrupt_remote_data). Records below the requested
+offset (the first batch may start before it) and control records are never returned.
+
+**read_committed over remote data**: a record of a transactional batch of producer P belongs to the
+transaction ended by the first control marker of P after it. Its fate is decided by
+  1. the ``.txnindex`` of every segment read (uploaded by the agent when the broker wrote one; an
+     entry lists an aborted transaction: producer id, first offset, last offset = its ABORT marker),
+  2. the markers in the data read; when some fate is still open, the read looks further ahead for
+     markers only (at most ``max_bytes_limit`` more bytes, remote data only; nothing past the
+     requested window is returned).
+Aborted records are left out. A record whose fate is still unknown (its marker is not in remote
+storage yet) ends the response before it, and ``next_offset`` is its offset — the remote analogue of
+Kafka's last stable offset: a read_committed reader never sees a record that may yet be aborted.
+
+**Kafka reads** go through ``kafka_offsets.read`` (a pooled consumer, never in a group); with
+read_committed the consumer's isolation.level is read_committed and Kafka filters aborted records.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import enum
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiered_kafka.errors import FormatError, UnsupportedCodecError
+from tiered_kafka.format.record_batch import ControlRecordType, RecordBatch, iter_batches
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.read_plan import ByteRange
+from tiered_kafka_gateway import kafka_offsets
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.models import GapOut, HeaderOut, RecordOut, RecordsResponse
+from tiered_kafka_gateway.remote import LRU, ClusterReader, RemoteSegment
+
+DEFAULT_MAX_RECORDS = 500
+MAX_RECORDS_LIMIT = 10_000
+
+
+class Mode(str, enum.Enum):
+    REMOTE_ONLY = "REMOTE_ONLY"
+    KAFKA_ONLY = "KAFKA_ONLY"
+    REMOTE_PREFERRED = "REMOTE_PREFERRED"
+    KAFKA_PREFERRED = "KAFKA_PREFERRED"
+
+
+class Source(str, enum.Enum):
+    REMOTE = "remote"
+    KAFKA = "kafka"
+
+
+class Encoding(str, enum.Enum):
+    BASE64 = "base64"
+    UTF8 = "utf8"
+
+
+class IsolationLevel(str, enum.Enum):
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+def decide(mode: Mode, *, remote_holds: Callable[[], bool], kafka_configured: bool, kafka_below_log_start: bool = False) -> Source:
+    """The source of a read under ``mode`` (the consumption-mode contract, in one place).
+
+    ``remote_holds()`` says whether remote storage holds the offset (asked only when needed);
+    ``kafka_below_log_start`` is set on the second call of KAFKA_PREFERRED, after Kafka answered
+    OFFSET_OUT_OF_RANGE for an offset below its log start. A REMOTE source for an offset remote
+    storage does not hold yields the remote reader's 416, which is REMOTE_ONLY's answer.
+    """
+    if mode is Mode.KAFKA_ONLY:
+        return Source.KAFKA
+    if mode is Mode.KAFKA_PREFERRED:
+        return Source.REMOTE if kafka_below_log_start or not kafka_configured else Source.KAFKA
+    if mode is Mode.REMOTE_ONLY:
+        return Source.REMOTE
+    return Source.REMOTE if (not kafka_configured or remote_holds()) else Source.KAFKA
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    max_records: int
+    encoding: Encoding
+    mode: Mode
+    isolation_level: IsolationLevel
+
+
+def read_records(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+    info_cache: list[Any] = []
+
+    def remote_holds() -> bool:
+        if not info_cache:
+            info_cache.append(cluster.partition_info(request.topic, request.partition))
+        info = info_cache[0]
+        return info is not None and not info.is_empty and info.earliest_offset <= request.offset <= info.latest_offset
+
+    kafka_configured = bool(cluster.bootstrap_servers)
+    source = decide(request.mode, remote_holds=remote_holds, kafka_configured=kafka_configured)
+    watermarks: tuple[int | None, int | None] = (None, None)
+    if source is Source.KAFKA:
+        try:
+            return _from_kafka(cluster, request)
+        except GatewayError as err:
+            low = err.details.get("log_start_offset")
+            below = err.error is ErrorCode.OFFSET_OUT_OF_RANGE and isinstance(low, int) and request.offset < low
+            if not below:
+                raise
+            watermarks = (low, err.details.get("high_watermark"))  # type: ignore[assignment]
+            source = decide(request.mode, remote_holds=remote_holds, kafka_configured=kafka_configured, kafka_below_log_start=True)
+            if source is Source.KAFKA:
+                raise
+    response = _from_remote(cluster, request)
+    response.log_start_offset, response.high_watermark = watermarks
+    return response
+
+
+# -- Kafka ----------------------------------------------------------------------------------
+_KAFKA_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+
+
+def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+    result = kafka_offsets.read(
+        cluster,
+        request.topic,
+        request.partition,
+        request.offset,
+        request.max_records,
+        request.max_bytes,
+        isolation_level=request.isolation_level.value,
+    )
+    records = []
+    for message in result.messages:
+        ts_type, ts = message.timestamp()
+        offset = message.offset()
+        records.append(
+            RecordOut(
+                offset=offset,
+                timestamp=ts if ts_type in _KAFKA_TIMESTAMP_TYPES else None,
+                timestamp_type=_KAFKA_TIMESTAMP_TYPES.get(ts_type),
+                key=_encode(message.key(), request.encoding, offset),
+                value=_encode(message.value(), request.encoding, offset),
+                headers=[HeaderOut(key=k, value=_encode(v, request.encoding, offset)) for k, v in (message.headers() or [])],
+            )
+        )
+    # read_committed may skip aborted records and markers: continue after the last one returned
+    next_offset = records[-1].offset + 1 if records else request.offset
+    return RecordsResponse(
+        cluster=cluster.name,
+        topic=request.topic,
+        partition=request.partition,
+        offset=request.offset,
+        source=Source.KAFKA.value,
+        records=records,
+        next_offset=next_offset,
+        high_watermark=result.high_watermark,
+        log_start_offset=result.log_start_offset,
+    )
+
+
+# -- remote storage -------------------------------------------------------------------------
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset (34 bytes)
+_TXN_INDEXES: LRU[tuple[str, str], list[tuple[int, int, int]]] = LRU(1024)
+_TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+@dataclass
+class _Decoded:
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    transactional: bool
+    control: ControlRecordType | None
+    records: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class _Fates:
+    """What decides transactions: markers seen and aborted ranges from .txnindex objects, per producer."""
+
+    markers: dict[int, list[tuple[int, ControlRecordType]]] = field(default_factory=dict)
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def add_batch(self, batch: _Decoded) -> None:
+        if batch.control is not None:
+            bisect.insort(self.markers.setdefault(batch.producer_id, []), (batch.base_offset, batch.control))
+
+    def fate(self, producer_id: int, offset: int) -> ControlRecordType | None:
+        for first, last in self.aborted.get(producer_id, ()):
+            if first <= offset <= last:
+                return ControlRecordType.ABORT
+        markers = self.markers.get(producer_id, [])
+        i = bisect.bisect_right(markers, (offset, ControlRecordType.COMMIT))
+        return markers[i][1] if i < len(markers) else None
+
+
+def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+    committed = request.isolation_level is IsolationLevel.READ_COMMITTED
+    info = cluster.partition_info(request.topic, request.partition)
+    if info is None or info.is_empty:
+        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {request.topic}-{request.partition} in cluster {cluster.name}")
+    if not info.earliest_offset <= request.offset <= info.latest_offset:  # checked here: plans only see offsets the registry can hold
+        past = request.offset > info.latest_offset
+        raise GatewayError(
+            ErrorCode.OFFSET_NOT_REMOTE if past else ErrorCode.OFFSET_OUT_OF_RANGE,
+            f"offset {request.offset} of {request.topic}-{request.partition} is outside the remote range {info.earliest_offset}..{info.latest_offset}",
+            earliest_offset=info.earliest_offset,
+            latest_offset=info.latest_offset,
+        )
+    batches: list[_Decoded] = []
+    fates = _Fates()
+    seen_segments: set[str] = set()
+    budget = request.max_bytes
+    position = request.offset
+    gap = None
+    first = True
+    while True:
+        plan = cluster.plan(request.topic, request.partition, position, max(budget, 1))
+        if first:
+            gap, first = plan.gap, False
+        for byte_range in plan.ranges:
+            batches.extend(_read_batches(cluster, plan.segment.object_key, byte_range))
+            budget -= byte_range.size
+        if committed:
+            _add_txn_index(cluster, request, plan.segment, fates, seen_segments)
+        position = plan.ranges[-1].last_offset + 1
+        wanted = sum(1 for b in batches if b.control is None for r in b.records if r.offset >= request.offset)
+        if wanted >= request.max_records or budget <= 0 or position > info.latest_offset:
+            break
+    data_end = position
+
+    if committed:
+        for batch in batches:
+            fates.add_batch(batch)
+        lookahead = cluster.settings.max_bytes_limit
+        while position <= info.latest_offset and lookahead > 0 and _undecided(batches, fates, request.offset):
+            plan = cluster.plan(request.topic, request.partition, position, min(lookahead, cluster.settings.range_bytes))
+            for byte_range in plan.ranges:
+                for batch in _read_batches(cluster, plan.segment.object_key, byte_range, markers_only=True):
+                    fates.add_batch(batch)
+                lookahead -= byte_range.size
+            _add_txn_index(cluster, request, plan.segment, fates, seen_segments)
+            position = plan.ranges[-1].last_offset + 1
+
+    records: list[RecordOut] = []
+    next_offset = data_end
+    done = False
+    for batch in batches:
+        if batch.control is not None:
+            continue
+        for record in batch.records:
+            if record.offset < request.offset:
+                continue
+            if committed and batch.transactional:
+                fate = fates.fate(batch.producer_id, record.offset)
+                if fate is None:  # not decided in remote storage yet: stop before it (like Kafka's LSO)
+                    next_offset, done = record.offset, True
+                    break
+                if fate is ControlRecordType.ABORT:
+                    continue
+            records.append(_remote_record(record, request.encoding))
+            if len(records) >= request.max_records:
+                next_offset, done = record.offset + 1, True
+                break
+        if done:
+            break
+    return RecordsResponse(
+        cluster=cluster.name,
+        topic=request.topic,
+        partition=request.partition,
+        offset=request.offset,
+        source=Source.REMOTE.value,
+        records=records,
+        next_offset=next_offset,
+        remote_earliest_offset=info.earliest_offset,
+        remote_latest_offset=info.latest_offset,
+        gap=None if gap is None else GapOut(start_offset=gap.start_offset, end_offset=gap.end_offset, reason=gap.reason),
+    )
+
+
+def _undecided(batches: list[_Decoded], fates: _Fates, offset: int) -> bool:
+    return any(
+        fates.fate(b.producer_id, b.last_offset) is None
+        for b in batches
+        if b.transactional and b.control is None and b.last_offset >= offset
+    )
+
+
+def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[_Decoded]:
+    data = cluster.read_range(key, byte_range)
+    if len(data) != byte_range.size:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: asked {byte_range.size} bytes at {byte_range.start}, got {len(data)}")
+    decoded = []
+    try:
+        for batch in iter_batches(data, position=byte_range.start):
+            decoded.append(_decode(batch, markers_only))
+    except UnsupportedCodecError as err:
+        raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, f"{key}: {err}") from err
+    except FormatError as err:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: {err}") from err
+    return decoded
+
+
+def _decode(batch: RecordBatch, markers_only: bool) -> _Decoded:
+    v2 = batch.magic >= 2
+    control = batch.control_type() if v2 and batch.is_control else None
+    out = _Decoded(
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        producer_id=batch.producer_id if v2 else -1,
+        transactional=v2 and batch.is_transactional,
+        control=control,
+    )
+    if control is None and not markers_only:
+        out.records = list(batch)
+    return out
+
+
+def _add_txn_index(cluster: ClusterReader, request: ReadRequest, segment: RemoteSegment, fates: _Fates, seen: set[str]) -> None:
+    """Aborted transactions from the segment's .txnindex, when the agent uploaded one."""
+    if segment.object_key in seen:
+        return
+    seen.add(segment.object_key)
+    entry = cluster._registry(lambda: cluster.registry.find(request.topic, request.partition, segment.base_offset))
+    if entry is None or FileKind.TXNINDEX.value not in entry.files:
+        return
+    key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value
+    for producer_id, first, last in _TXN_INDEXES.get_or_load((cluster.name, key), lambda: parse_txn_index(cluster._get(key), key)):
+        fates.aborted.setdefault(producer_id, []).append((first, last))
+
+
+def parse_txn_index(data: bytes, name: str) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, last offset) of each aborted transaction in a .txnindex."""
+    if len(data) % _TXN_ENTRY.size:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{name}: size {len(data)} is not a multiple of {_TXN_ENTRY.size}")
+    entries = []
+    for pos in range(0, len(data), _TXN_ENTRY.size):
+        version, producer_id, first, last, _lso = _TXN_ENTRY.unpack_from(data, pos)
+        if version != 0 or last < first:
+            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{name}: invalid entry at byte {pos}")
+        entries.append((producer_id, first, last))
+    return entries
+
+
+def _remote_record(record: Any, encoding: Encoding) -> RecordOut:
+    offset = record.offset
+    timestamp_type = _TIMESTAMP_TYPES.get(record.timestamp_type) if record.timestamp is not None else None
+    return RecordOut(
+        offset=offset,
+        timestamp=record.timestamp,
+        timestamp_type=timestamp_type,
+        key=_encode(record.key, encoding, offset),
+        value=_encode(record.value, encoding, offset),
+        headers=[HeaderOut(key=k, value=_encode(v, encoding, offset)) for k, v in record.headers],
+    )
+
+
+def _encode(data: bytes | None, encoding: Encoding, offset: int) -> str | None:
+    if data is None:
+        return None
+    if encoding is Encoding.BASE64:
+        return base64.b64encode(data).decode("ascii")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        raise GatewayError(
+            ErrorCode.INVALID_REQUEST, f"record at offset {offset} is not valid UTF-8; use encoding=base64", offset=offset
+        ) from None

@@ -1,0 +1,266 @@
+"""Records as JSON over real Redis, SeaweedFS, the agent's uploads and the development broker."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.batches import Rec, build_control, build_v2
+from tests.support.gateway_env import gateway_client, uploaded_partition
+from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka.format.record_batch import ControlRecordType
+from tiered_kafka_agent.agent import Agent
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "records"
+COUNT = 2000
+
+
+@pytest.fixture
+def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
+    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, TOPIC, COUNT)
+    bootstrap = broker.broker.bootstrap_servers
+    latest = registry_for(settings).partition_info(TOPIC, 0).latest_offset
+    assert latest < COUNT - 1  # the active segment is hot only
+    return bootstrap, settings, gateway_client(settings, s3_server, bootstrap), latest
+
+
+def url(settings, topic: str = TOPIC) -> str:
+    return f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/records"
+
+
+def kafka_read(bootstrap: str, topic: str, offset: int, count: int) -> list[dict]:
+    """What confluent-kafka reads from the broker, in the gateway's base64 JSON shape."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reference", "enable.auto.commit": False, "auto.offset.reset": "error"})
+    consumer.assign([TopicPartition(topic, 0, offset)])
+    out: list[dict] = []
+    deadline = time.monotonic() + 30
+    while len(out) < count and time.monotonic() < deadline:
+        for m in consumer.consume(count - len(out), 0.5):
+            assert m.error() is None, m.error()
+            ts_type, ts = m.timestamp()
+            out.append(
+                {
+                    "offset": m.offset(),
+                    "timestamp": ts,
+                    "timestamp_type": {1: "CreateTime", 2: "LogAppendTime"}[ts_type],
+                    "key": b64(m.key()),
+                    "value": b64(m.value()),
+                    "headers": [{"key": k, "value": b64(v)} for k, v in (m.headers() or [])],
+                }
+            )
+    consumer.close()
+    return out
+
+
+def b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def test_remote_records_equal_what_kafka_returns(served) -> None:
+    bootstrap, settings, client, latest = served
+    entries = registry_for(settings).segments(TOPIC, 0)
+    for offset in (0, 1, entries[1].base_offset, (entries[2].base_offset + entries[2].last_offset) // 2, latest - 3, latest):
+        body = client.get(url(settings), params={"offset": offset, "max_records": 40}).json()
+        assert body["source"] == "remote", body
+        records = body["records"]
+        assert records and records[0]["offset"] == offset
+        assert [r["offset"] for r in records] == list(range(offset, offset + len(records)))
+        assert body["next_offset"] == offset + len(records)
+        assert records == kafka_read(bootstrap, TOPIC, offset, len(records))
+        assert body["remote_latest_offset"] == latest
+
+
+def test_hot_records_are_proxied_to_kafka_and_equal_what_kafka_returns(served) -> None:
+    bootstrap, settings, client, latest = served
+    for offset in (latest + 1, COUNT - 5):
+        body = client.get(url(settings), params={"offset": offset, "max_records": 50}).json()
+        assert body["source"] == "kafka", body
+        expected = kafka_read(bootstrap, TOPIC, offset, min(50, COUNT - offset))
+        assert body["records"] == expected
+        assert body["next_offset"] == expected[-1]["offset"] + 1
+        assert (body["log_start_offset"], body["high_watermark"]) == (0, COUNT)
+    at_end = client.get(url(settings), params={"offset": COUNT}).json()
+    assert (at_end["records"], at_end["next_offset"], at_end["source"]) == ([], COUNT, "kafka")
+    past = client.get(url(settings), params={"offset": COUNT + 10})
+    assert (past.status_code, past.json()["error"]["code"]) == (416, "offset_out_of_range")
+
+
+def test_remote_preferred_hands_off_to_kafka_at_the_exact_offset(served) -> None:
+    _, settings, client, latest = served
+    offsets, sources, offset = [], set(), 0
+    while offset < COUNT:
+        body = client.get(url(settings), params={"offset": offset, "max_records": 700}).json()
+        assert body["records"], body
+        sources.add((body["source"], body["records"][0]["offset"] <= latest))
+        offsets += [r["offset"] for r in body["records"]]
+        offset = body["next_offset"]
+    assert offsets == list(range(COUNT))  # no gap, no duplicate
+    assert sources == {("remote", True), ("kafka", False)}
+
+
+def test_each_mode_follows_its_rule(served) -> None:
+    bootstrap, settings, client, latest = served
+    hot = latest + 1
+
+    def read(offset: int, mode: str):
+        return client.get(url(settings), params={"offset": offset, "mode": mode, "max_records": 20})
+
+    assert read(5, "REMOTE_ONLY").json()["source"] == "remote"
+    refused = read(hot, "REMOTE_ONLY")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (416, "offset_not_in_remote_storage")
+    assert read(5, "KAFKA_ONLY").json()["source"] == "kafka"
+    assert read(hot, "KAFKA_ONLY").json()["source"] == "kafka"
+    assert read(5, "REMOTE_PREFERRED").json()["source"] == "remote"
+    assert read(hot, "REMOTE_PREFERRED").json()["source"] == "kafka"
+    from_kafka = read(5, "KAFKA_PREFERRED").json()
+    assert from_kafka["source"] == "kafka"
+
+    trimmed = latest - 10
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert next(iter(admin.delete_records([TopicPartition(TOPIC, 0, trimmed)]).values())).result(timeout=10).low_watermark == trimmed
+
+    fallback = read(5, "KAFKA_PREFERRED").json()
+    assert fallback["source"] == "remote" and fallback["log_start_offset"] == trimmed
+    assert fallback["records"] == from_kafka["records"]  # the same records, from remote storage
+    assert read(trimmed, "KAFKA_PREFERRED").json()["source"] == "kafka"
+    gone = read(5, "KAFKA_ONLY")
+    assert (gone.status_code, gone.json()["error"]["code"]) == (416, "offset_out_of_range")
+    assert gone.json()["error"]["log_start_offset"] == trimmed
+
+
+def test_encodings_and_invalid_utf8(served) -> None:
+    bootstrap, settings, client, latest = served
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    # one record per batch: the development broker mis-indexes small multi-record batches (see report)
+    producer.produce(TOPIC, key="clé".encode(), value="välue ✓".encode(), partition=0, headers=[("h", "ü".encode()), ("empty", None)])
+    assert producer.flush(30) == 0
+    producer.produce(TOPIC, key=None, value=None, partition=0)
+    assert producer.flush(30) == 0
+    body = client.get(url(settings), params={"offset": COUNT, "encoding": "utf8"}).json()
+    first, second = body["records"]
+    assert (first["key"], first["value"], first["headers"]) == ("clé", "välue ✓", [{"key": "h", "value": "ü"}, {"key": "empty", "value": None}])
+    assert (second["key"], second["value"], second["headers"]) == (None, None, [])
+    as_b64 = client.get(url(settings), params={"offset": COUNT, "encoding": "base64"}).json()["records"][0]
+    assert base64.b64decode(as_b64["value"]) == "välue ✓".encode() and as_b64["headers"][0]["value"] == b64("ü".encode())
+
+    remote_utf8 = client.get(url(settings), params={"offset": 1, "max_records": 5, "encoding": "utf8"})
+    assert remote_utf8.status_code == 422, remote_utf8.text  # offset 1 holds bytes 0x9e3779b1: not UTF-8
+    error = remote_utf8.json()["error"]
+    assert error["code"] == "invalid_request" and "offset 1 is not valid UTF-8; use encoding=base64" in error["message"] and error["offset"] == 1
+    assert client.get(url(settings), params={"offset": 0, "max_records": 1}).status_code == 200
+
+
+def test_bad_parameters_are_422(served) -> None:
+    _, settings, client, _ = served
+    for params in (
+        {"offset": -1},
+        {"offset": "x"},
+        {},
+        {"offset": 0, "max_records": 0},
+        {"offset": 0, "max_records": 10_001},
+        {"offset": 0, "max_bytes": 0},
+        {"offset": 0, "max_bytes": 10**12},
+        {"offset": 0, "encoding": "hex"},
+        {"offset": 0, "mode": "remote_sometimes"},
+        {"offset": 0, "isolation_level": "serializable"},
+    ):
+        response = client.get(url(settings), params=params)
+        assert (response.status_code, response.json()["error"]["code"]) == (422, "invalid_request"), params
+    huge = 2**63 - 1  # valid, but beyond any offset the registry can hold: a 416, never a 5xx
+    for mode, code in (("REMOTE_ONLY", "offset_not_in_remote_storage"), ("KAFKA_ONLY", "offset_out_of_range"), ("REMOTE_PREFERRED", "offset_out_of_range")):
+        response = client.get(url(settings), params={"offset": huge, "mode": mode})
+        assert (response.status_code, response.json()["error"]["code"]) == (416, code), mode
+    unknown = client.get(f"/v1/clusters/{settings.cluster}/topics/nope/partitions/0/records", params={"offset": 0, "mode": "REMOTE_ONLY"})
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "unknown_topic_or_partition")
+
+
+# -- transactions (built by hand: the development broker has no transactions) ----------------
+
+
+def recs(tag: str, n: int, headers: bool = False) -> list[Rec]:
+    return [Rec(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode(), 1_700_000_000_000 + i, [("h", f"{tag}{i}".encode())] if headers else []) for i in range(n)]
+
+
+def txn_entry(producer_id: int, first: int, last: int, lso: int) -> bytes:
+    return struct.pack(">hqqqq", 0, producer_id, first, last, lso)
+
+
+def test_read_committed_leaves_out_aborted_transactions(tmp_path, redis_server, s3_server, s3_bucket) -> None:
+    directory = tmp_path / "logs" / "txn-0"
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1))
+    # segment 0
+    plog.append(build_v2(recs("plain", 2, headers=True)))  # 0-1
+    plog.append(build_v2(recs("p7", 3), producer_id=7, transactional=True))  # 2-4, committed at 9
+    plog.append(build_v2(recs("p8", 3), producer_id=8, transactional=True))  # 5-7, aborted at 10
+    plog.append(build_v2(recs("p7b", 1), producer_id=7, transactional=True))  # 8, committed at 9
+    plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=7))  # 9
+    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=8))  # 10
+    plog.append(build_v2(recs("p9", 2), producer_id=9, transactional=True))  # 11-12, aborted at 14 (next segment)
+    plog.append(build_v2(recs("tail", 1)))  # 13
+    plog.roll()
+    # segment 14
+    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=9))  # 14
+    plog.append(build_v2(recs("p10", 2), producer_id=10, transactional=True))  # 15-16, aborted at 18
+    plog.append(build_v2(recs("mid", 1)))  # 17
+    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=10))  # 18
+    plog.append(build_v2(recs("p11", 2), producer_id=11, transactional=True))  # 19-20, marker not uploaded yet
+    plog.append(build_v2(recs("after", 1)))  # 21
+    plog.roll()
+    plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=11))  # 22, active: stays local
+    # Kafka writes a .txnindex for each segment holding ABORT markers (producer, first, last, LSO)
+    (directory / "00000000000000000000.txnindex").write_bytes(txn_entry(8, 5, 10, 5))
+    (directory / "00000000000000000014.txnindex").write_bytes(txn_entry(9, 11, 14, 11) + txn_entry(10, 15, 18, 15))
+
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="transactional segments uploaded")
+    plog.close()
+    assert [s.files for s in registry.segments("txn", 0)] == [("log", "index", "timeindex", "txnindex")] * 2
+    client = gateway_client(settings, s3_server)
+
+    def read(offset: int, level: str, **params) -> dict:
+        response = client.get(url(settings, "txn"), params={"offset": offset, "isolation_level": level, **params})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    everything = read(0, "read_uncommitted")
+    # the read goes on into the next segment; control records are never returned
+    assert [r["offset"] for r in everything["records"]] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 15, 16, 17, 19, 20, 21]
+    assert everything["next_offset"] == 22
+    first = everything["records"][0]
+    assert first == {
+        "offset": 0,
+        "timestamp": 1_700_000_000_000,
+        "timestamp_type": "CreateTime",
+        "key": b64(b"plain-k0"),
+        "value": b64(b"plain-v0"),
+        "headers": [{"key": "h", "value": b64(b"plain0")}],
+    }
+    committed = read(0, "read_committed", encoding="utf8")
+    # p7 committed, p8 aborted (marker and .txnindex in segment 0), p9 aborted (in segment 14),
+    # p10 aborted; p11's COMMIT is not in remote storage yet: the read stops before it (like the LSO)
+    assert [r["offset"] for r in committed["records"]] == [0, 1, 2, 3, 4, 8, 13, 17]
+    assert [r["value"] for r in committed["records"]] == ["plain-v0", "plain-v1", "p7-v0", "p7-v1", "p7-v2", "p7b-v0", "tail-v0", "mid-v0"]
+    assert committed["next_offset"] == 19
+    one_segment = read(0, "read_committed", max_bytes=1, max_records=100)  # a window within segment 0
+    assert [r["offset"] for r in one_segment["records"]][:2] == [0, 1]
+    second = read(14, "read_committed")
+    assert [r["offset"] for r in second["records"]] == [17] and second["next_offset"] == 19
+    assert [r["offset"] for r in read(14, "read_uncommitted")["records"]] == [15, 16, 17, 19, 20, 21]
+    assert read(19, "read_committed")["records"] == [] and read(19, "read_committed")["next_offset"] == 19
+    # a window holding only p9's batch looks ahead for its marker (ABORT, in the next segment): the
+    # records are left out and the read moves past them (undecided, next_offset would stay at 11)
+    small = read(11, "read_committed", max_bytes=1)
+    assert small["records"] == [] and small["next_offset"] == 13
+    assert [r["offset"] for r in read(11, "read_uncommitted", max_bytes=1)["records"]] == [11, 12]
+    assert [r["offset"] for r in read(0, "read_committed", max_records=4)["records"]] == [0, 1, 2, 3]
