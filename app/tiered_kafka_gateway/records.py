@@ -1,6 +1,6 @@
 """Records as JSON, read from remote storage or proxied to Kafka, and the consumption-mode contract.
 
-**Consumption modes** (DESIGN.md, contract 4) are decided by ``decide`` alone:
+**Consumption modes** (DESIGN.md, contract 4) are decided by ``tiered_kafka.modes.decide``:
 
     REMOTE_ONLY       remote storage; an offset it does not hold is a 416
                       (offset_not_in_remote_storage past its end, offset_out_of_range below its start)
@@ -40,13 +40,13 @@ import base64
 import bisect
 import enum
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tiered_kafka.errors import FormatError, UnsupportedCodecError
 from tiered_kafka.format.record_batch import ControlRecordType, RecordBatch, iter_batches
 from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.modes import Mode, Source, decide
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
@@ -57,18 +57,6 @@ DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS_LIMIT = 10_000
 
 
-class Mode(str, enum.Enum):
-    REMOTE_ONLY = "REMOTE_ONLY"
-    KAFKA_ONLY = "KAFKA_ONLY"
-    REMOTE_PREFERRED = "REMOTE_PREFERRED"
-    KAFKA_PREFERRED = "KAFKA_PREFERRED"
-
-
-class Source(str, enum.Enum):
-    REMOTE = "remote"
-    KAFKA = "kafka"
-
-
 class Encoding(str, enum.Enum):
     BASE64 = "base64"
     UTF8 = "utf8"
@@ -77,23 +65,6 @@ class Encoding(str, enum.Enum):
 class IsolationLevel(str, enum.Enum):
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
-
-
-def decide(mode: Mode, *, remote_holds: Callable[[], bool], kafka_configured: bool, kafka_below_log_start: bool = False) -> Source:
-    """The source of a read under ``mode`` (the consumption-mode contract, in one place).
-
-    ``remote_holds()`` says whether remote storage holds the offset (asked only when needed);
-    ``kafka_below_log_start`` is set on the second call of KAFKA_PREFERRED, after Kafka answered
-    OFFSET_OUT_OF_RANGE for an offset below its log start. A REMOTE source for an offset remote
-    storage does not hold yields the remote reader's 416, which is REMOTE_ONLY's answer.
-    """
-    if mode is Mode.KAFKA_ONLY:
-        return Source.KAFKA
-    if mode is Mode.KAFKA_PREFERRED:
-        return Source.REMOTE if kafka_below_log_start or not kafka_configured else Source.KAFKA
-    if mode is Mode.REMOTE_ONLY:
-        return Source.REMOTE
-    return Source.REMOTE if (not kafka_configured or remote_holds()) else Source.KAFKA
 
 
 @dataclass(frozen=True)

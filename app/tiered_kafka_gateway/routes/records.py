@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from tiered_kafka.modes import Mode
 from tiered_kafka_gateway.deps import Cluster, PartitionId, Settings, Topic
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.models import RecordsResponse
@@ -14,7 +15,6 @@ from tiered_kafka_gateway.records import (
     MAX_RECORDS_LIMIT,
     Encoding,
     IsolationLevel,
-    Mode,
     ReadRequest,
     read_records,
 )
