@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from tiered_kafka_gateway.config import GatewaySettings
@@ -18,6 +19,33 @@ API_VERSION = "1.0.0"
 
 def _operation_id(route: APIRoute) -> str:
     return route.name
+
+
+class _RouteTiming:
+    """Request latency by route template and status (a plain ASGI middleware: cheap per request)."""
+
+    def __init__(self, app: Any, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def record_status(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.latency.labels(route, str(status)).observe(time.perf_counter() - start)
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
@@ -35,13 +63,5 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(records.router)
     app.include_router(health.router)
 
-    @app.middleware("http")
-    async def _timing(request: Request, call_next):  # type: ignore[no-untyped-def]
-        start = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        app.state.metrics.latency.labels(path, str(response.status_code)).observe(time.perf_counter() - start)
-        return response
-
+    app.add_middleware(_RouteTiming, metrics=app.state.metrics)
     return app

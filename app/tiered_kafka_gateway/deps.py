@@ -1,5 +1,8 @@
 """Shared FastAPI dependencies: settings, the cluster readers, and the caller's topic access.
 
+The dependencies are ``async def``: they never block, and FastAPI would otherwise hop to its
+thread pool for each one (the endpoints, which do block on Redis and S3, stay sync).
+
 Access control (``auth.enabled``): a token arrives as ``Authorization: Bearer <token>`` or
 ``X-API-Key: <token>`` and maps to topic regexes (full match). It is checked before any lookup,
 presign or proxied read; a topic the token may not read is answered 404, as if absent.
@@ -27,15 +30,15 @@ class Access:
         return self.patterns is None or any(p.fullmatch(topic) for p in self.patterns)
 
 
-def settings(request: Request) -> GatewaySettings:
+async def settings(request: Request) -> GatewaySettings:
     return request.app.state.settings
 
 
-def readers(request: Request) -> dict[str, ClusterReader]:
+async def readers(request: Request) -> dict[str, ClusterReader]:
     return request.app.state.readers
 
 
-def access(
+async def access(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
@@ -52,7 +55,7 @@ def access(
     raise GatewayError(ErrorCode.UNAUTHORIZED, "a valid bearer token or X-API-Key is required")
 
 
-def cluster(
+async def cluster(
     name: Annotated[str, Path(alias="cluster", pattern=r"^[A-Za-z0-9._-]{1,128}$", description="cluster name")],
     all_readers: Annotated[dict[str, ClusterReader], Depends(readers)],
 ) -> ClusterReader:
@@ -62,7 +65,7 @@ def cluster(
     return reader
 
 
-def readable_topic(
+async def readable_topic(
     topic: Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,249}$", description="topic name")],
     caller: Annotated[Access, Depends(access)],
 ) -> str:

@@ -155,7 +155,7 @@ def _batch_holding(headers: BatchHeaders, index: OffsetIndex, offset: int, segme
 def _boundaries(index: OffsetIndex, first: BatchHeader, segment_size: int, max_bytes: int, range_bytes: int) -> list[int]:
     """Range ends: index batch starts (or the segment end) after ``first``, within max_bytes."""
     limit = first.position + max(max_bytes, first.size)
-    candidates = [p.position for p in index.entries() if first.position < p.position <= limit]
+    candidates = index.positions_between(first.position, limit)
     if segment_size <= limit:
         candidates.append(segment_size)
     if not candidates:

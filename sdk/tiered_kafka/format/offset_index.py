@@ -89,6 +89,10 @@ class OffsetIndex:
         self._positions.append(position)
         return encode_entry(self.base_offset, offset, position)
 
+    def positions_between(self, low: int, high: int) -> list[int]:
+        """Indexed batch positions p with low < p <= high, ascending (no entry objects built)."""
+        return self._positions[bisect.bisect_right(self._positions, low) : bisect.bisect_right(self._positions, high)]
+
     def entries(self) -> list[OffsetPosition]:
         return [OffsetPosition(o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
 
