@@ -34,12 +34,14 @@ class KafkaPool:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._slots = threading.BoundedSemaphore(max_concurrency)
+        self.calls = 0
         self._idle: dict[str, queue.SimpleQueue[Consumer]] = {level: queue.SimpleQueue() for level in ISOLATION_LEVELS}
 
     @contextmanager
     def consumer(self, isolation_level: str = "read_committed") -> Iterator[Consumer]:
         """A consumer of the given isolation level (librdkafka's default: read_committed)."""
         idle = self._idle[isolation_level]
+        self.calls += 1
         if not self._slots.acquire(timeout=self.timeout_s):
             raise GatewayError(ErrorCode.KAFKA_UNAVAILABLE, "too many concurrent Kafka reads; retry later")
         try:
@@ -71,6 +73,13 @@ def _quiet_logger() -> Any:
     import logging
 
     return logging.getLogger("tiered_kafka_gateway.librdkafka")
+
+
+def calls(cluster_name: str) -> int:
+    """How many Kafka calls this process made for a cluster (for the metrics)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(cluster_name)
+        return 0 if pool is None else pool.calls
 
 
 def pool_for(cluster: ClusterReader) -> KafkaPool:

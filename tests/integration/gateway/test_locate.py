@@ -109,3 +109,17 @@ def test_expired_and_tampered_urls_are_refused_by_s3(served, s3_server) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         fetch(r["url"], r["range_header"])
     assert err.value.code == 403
+
+
+def test_metrics_report_latency_caches_presigns_and_kafka_use(served) -> None:
+    _, settings, client = served
+    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    for _ in range(3):
+        assert client.get(f"{base}/plan", params={"offset": 10}).status_code == 200
+    assert client.get(base).status_code == 200  # asks Kafka for its watermarks
+    body = client.get("/metrics").text
+    assert 'tiered_kafka_gateway_request_seconds_count{route="/v1/clusters/{cluster}/topics/{topic}/partitions/{partition}/plan",status="200"} 3.0' in body
+    assert f'tiered_kafka_gateway_presigned_urls{{cluster="{settings.cluster}"}}' in body
+    assert f'tiered_kafka_gateway_cache_hit_ratio{{cache="index",cluster="{settings.cluster}"}}' in body
+    kafka_line = next(line for line in body.splitlines() if line.startswith("tiered_kafka_gateway_kafka_proxy_calls{"))
+    assert float(kafka_line.rsplit(" ", 1)[1]) >= 1
