@@ -14,6 +14,7 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     cache.index_entries    512        .index/.timeindex objects kept in memory
     cache.header_segments  512        segments whose batch headers are kept
     cache.listing_ttl_s    30         S3 listings of unregistered (Pinterest-layout) partitions
+    cache.segment_ttl_s    2          registry lookups remembered (0: ask Redis every time)
     auth.enabled           false
     auth.tokens            {token: [topic regex, ...]}  bearer tokens or API keys (X-API-Key)
     kafka.max_concurrency  8          proxied Kafka reads at once; kafka.timeout_s 10
@@ -58,6 +59,7 @@ class CacheSettings(BaseModel):
     index_entries: int = Field(512, ge=1)
     header_segments: int = Field(512, ge=1)
     listing_ttl_s: float = Field(30.0, ge=0)
+    segment_ttl_s: float = Field(2.0, ge=0, le=60)
 
 
 class AuthSettings(BaseModel):

@@ -56,10 +56,10 @@ async def access(
 
 
 async def cluster(
+    request: Request,
     name: Annotated[str, Path(alias="cluster", pattern=r"^[A-Za-z0-9._-]{1,128}$", description="cluster name")],
-    all_readers: Annotated[dict[str, ClusterReader], Depends(readers)],
 ) -> ClusterReader:
-    reader = all_readers.get(name)
+    reader = request.app.state.readers.get(name)
     if reader is None:
         raise GatewayError(ErrorCode.UNKNOWN_CLUSTER, f"unknown cluster {name!r}")
     return reader

@@ -12,6 +12,7 @@ plan costs one registry lookup and a presign per range, no S3 request.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import OrderedDict
@@ -79,6 +80,50 @@ class RemoteSegment:
     max_timestamp: int  # -1 when unknown (listed segments)
 
 
+class RecentSegments:
+    """Registry lookups remembered for a few seconds, per partition.
+
+    Registered segments never change; they only disappear through remote retention, which
+    deletes the registry entry before the objects. A remembered segment is used for at most
+    ``ttl_s`` seconds, so a plan can name a segment retention deleted that long ago at worst: its
+    presigned GET then fails with 404 and the client plans again. ``ttl_s`` 0 disables it.
+    """
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._by_partition: dict[tuple[str, int], list[tuple[int, float, RemoteSegment]]] = {}
+
+    def find(self, topic: str, partition: int, offset: int) -> RemoteSegment | None:
+        if self.ttl_s <= 0:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            known = self._by_partition.get((topic, partition))
+            if not known:
+                return None
+            slot = bisect.bisect_right(known, (offset, float("inf"))) - 1
+            if slot < 0:
+                return None
+            _, seen_at, segment = known[slot]
+            if segment.last_offset < offset:
+                return None
+            if now - seen_at > self.ttl_s:
+                del known[slot]
+                return None
+            return segment
+
+    def remember(self, topic: str, partition: int, segment: RemoteSegment) -> None:
+        if self.ttl_s <= 0:
+            return
+        with self._lock:
+            known = self._by_partition.setdefault((topic, partition), [])
+            known[:] = [k for k in known if k[0] != segment.base_offset]
+            bisect.insort(known, (segment.base_offset, time.monotonic(), segment))
+            if len(known) > 4096:
+                del known[0]
+
+
 @dataclass(frozen=True)
 class Plan:
     segment: RemoteSegment
@@ -128,6 +173,7 @@ class ClusterReader:
         self._listing_lock = threading.Lock()
         self.s3_gets = 0
         self.presigns = 0
+        self._recent_segments = RecentSegments(settings.cache.segment_ttl_s)
 
     # -- errors ----------------------------------------------------------------------------
     def _registry(self, call: Callable[[], Any]) -> Any:
@@ -173,9 +219,14 @@ class ClusterReader:
             if info is None or info.is_empty:
                 raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name}")
             raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+        cached = self._recent_segments.find(topic, partition, offset)
+        if cached is not None:
+            return cached, None
         entry = self._registry(lambda: self.registry.find(topic, partition, offset))
         if entry is not None:
-            return _from_entry(entry), None
+            segment = _from_entry(entry)
+            self._recent_segments.remember(topic, partition, segment)
+            return segment, None
         info = self._registry(lambda: self.registry.partition_info(topic, partition))
         if info is not None and not info.is_empty:
             if offset < info.earliest_offset or offset > info.latest_offset:

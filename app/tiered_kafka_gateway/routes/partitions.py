@@ -70,10 +70,10 @@ def locate(
     cluster: Cluster,
     topic: Topic,
     partition: PartitionId,
-    settings: Settings,
     offset: Offset,
     max_bytes: Annotated[int | None, Query(ge=1, description="bytes to plan (default: default_max_bytes)")] = None,
 ) -> Response:
+    settings = cluster.settings
     wanted = settings.default_max_bytes if max_bytes is None else max_bytes
     if wanted > settings.max_bytes_limit:
         raise GatewayError(ErrorCode.INVALID_REQUEST, f"max_bytes {wanted} is above the limit {settings.max_bytes_limit}")
