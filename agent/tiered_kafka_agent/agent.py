@@ -18,9 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import boto3
 import redis
-from botocore.config import Config
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
@@ -28,6 +26,7 @@ from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_d
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
+from tiered_kafka.service_support import s3_client as shared_s3_client
 from tiered_kafka_agent.config import AgentSettings
 from tiered_kafka_agent.leadership import (
     KRaftLeadershipWatcher,
@@ -49,21 +48,14 @@ log = logging.getLogger(__name__)
 
 def s3_client(settings: AgentSettings) -> Any:
     s3 = settings.s3
-    secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
-    return boto3.client(
-        "s3",
+    return shared_s3_client(
         endpoint_url=s3.endpoint_url,
-        region_name=s3.region,
-        aws_access_key_id=s3.access_key_id,
-        aws_secret_access_key=secret,
-        config=Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 2, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=max(30, int(settings.upload.timeout_s)),
-            max_pool_connections=max(10, settings.upload.max_concurrent_segments * settings.s3.part_concurrency),
-        ),
+        region=s3.region,
+        access_key_id=s3.access_key_id,
+        secret_access_key=s3.secret_access_key,
+        connect_timeout_s=5,
+        read_timeout_s=max(30, settings.upload.timeout_s),
+        max_pool_connections=max(10, settings.upload.max_concurrent_segments * s3.part_concurrency),
     )
 
 

@@ -44,10 +44,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
+from tiered_kafka.service_support import EnvironmentFirstSettings
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -154,7 +155,7 @@ class MetricsSettings(BaseModel):
     port: int = Field(9400, ge=0, le=65535)
 
 
-class AgentSettings(BaseSettings):
+class AgentSettings(EnvironmentFirstSettings):
     """Everything one agent process needs; see the module docstring for the names."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
@@ -183,18 +184,6 @@ class AgentSettings(BaseSettings):
         if not value or "/" in value:
             raise ValueError("must be non-empty and contain no '/'")
         return value
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # env beats the file, which arrives as init kwargs from load_settings
-        return env_settings, init_settings
 
     def redacted(self) -> dict[str, Any]:
         """The settings for logging, secrets masked."""

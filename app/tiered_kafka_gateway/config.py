@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
+from tiered_kafka.service_support import EnvironmentFirstSettings
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
@@ -90,7 +91,7 @@ class TimeoutSettings(BaseModel):
     s3_s: float = Field(5.0, gt=0)
 
 
-class GatewaySettings(BaseSettings):
+class GatewaySettings(EnvironmentFirstSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
 
     clusters: dict[str, ClusterSettings]
@@ -112,17 +113,6 @@ class GatewaySettings(BaseSettings):
             if not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", name):
                 raise ValueError(f"cluster name {name!r} must be 1-128 of [A-Za-z0-9._-]")
         return clusters
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return env_settings, init_settings
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> GatewaySettings:

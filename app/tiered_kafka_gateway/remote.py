@@ -19,14 +19,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-
 from urllib.parse import quote
 
-import boto3
 import redis
 from botocore.auth import S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tiered_kafka.errors import CorruptIndexError, FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
@@ -36,6 +33,7 @@ from tiered_kafka.format.time_index import TimeIndex
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
 from tiered_kafka.registry import MAX_OFFSET, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
+from tiered_kafka.service_support import s3_client
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 
@@ -140,22 +138,14 @@ class ClusterReader:
         s3 = cluster.s3
         self.bucket = s3.bucket
         self.keyspace = Keyspace(s3.prefix, name, s3.entropy_bits)
-        secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
-        timeout = settings.timeouts.s3_s
-        self.s3 = boto3.client(
-            "s3",
+        self.s3 = s3_client(
             endpoint_url=s3.endpoint_url,
-            region_name=s3.region,
-            aws_access_key_id=s3.access_key_id,
-            aws_secret_access_key=secret,
-            config=Config(
-                signature_version="s3v4",
-                s3={"addressing_style": "path"},
-                connect_timeout=timeout,
-                read_timeout=timeout,
-                retries={"max_attempts": 2, "mode": "standard"},
-                max_pool_connections=32,
-            ),
+            region=s3.region,
+            access_key_id=s3.access_key_id,
+            secret_access_key=s3.secret_access_key,
+            connect_timeout_s=settings.timeouts.s3_s,
+            read_timeout_s=settings.timeouts.s3_s,
+            max_pool_connections=32,
         )
         # presigning signs with botocore's SigV4 query signer directly: the same algorithm as
         # generate_presigned_url, without its per-call request pipeline (0.45 ms -> 0.13 ms)

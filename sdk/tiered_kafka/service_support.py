@@ -1,0 +1,61 @@
+"""Pieces shared by the agent and the gateway processes (not part of the client SDK).
+
+Importing this module needs the ``agent`` or ``gateway`` extra (pydantic-settings, boto3); the
+SDK core never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+
+class EnvironmentFirstSettings(BaseSettings):
+    """Settings whose environment variables beat the values loaded from a file.
+
+    The file's values arrive as keyword arguments (``init_settings``), which pydantic-settings
+    would otherwise rank first."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return env_settings, init_settings
+
+
+def s3_client(
+    *,
+    endpoint_url: str | None,
+    region: str,
+    access_key_id: str | None,
+    secret_access_key: SecretStr | None,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+    max_pool_connections: int,
+) -> Any:
+    """A boto3 S3 client as both processes need it: SigV4 (presigned URLs verify), path-style
+    addressing (S3-compatible servers), bounded timeouts and pool, botocore's standard retries."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key.get_secret_value() if secret_access_key else None,
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+            max_pool_connections=max_pool_connections,
+        ),
+    )
