@@ -23,6 +23,7 @@ bench: install
 	$(PY) bench/bench_decode.py
 	$(PY) bench/bench_broker.py
 	$(PY) bench/bench_agent.py
+	$(PY) bench/bench_gateway.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).
