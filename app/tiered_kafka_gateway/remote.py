@@ -299,13 +299,11 @@ class ClusterReader:
         try:
             ranges = plan_ranges(
                 index=self.offset_index(segment.object_key, segment.base_offset),
-                read=lambda s, e: b"",  # unused: the cached headers read for themselves
-                segment_size=segment.size,
+                headers=self.batch_headers(segment.object_key, segment.size),
                 segment_last_offset=segment.last_offset,
                 offset=start,
                 max_bytes=max_bytes,
                 range_bytes=self.settings.range_bytes,
-                headers=self.batch_headers(segment.object_key, segment.size),
             )
         except UnsupportedFormatError as err:
             raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err

@@ -82,7 +82,7 @@ class BatchHeaders:
 
     def __init__(self, read: Reader, segment_size: int, *, window: int = HEADER_WINDOW) -> None:
         self._read = read
-        self._size = segment_size
+        self.segment_size = segment_size
         self._window = window
         self._known: dict[int, BatchHeader] = {}
 
@@ -98,12 +98,12 @@ class BatchHeaders:
 
     def _load(self, position: int) -> None:
         """Read a window from ``position`` and remember every whole header in it."""
-        data = self._read(position, min(self._size, position + max(self._window, HEADER_V2_SIZE)))
+        data = self._read(position, min(self.segment_size, position + max(self._window, HEADER_V2_SIZE)))
         pos = 0
         while pos + HEADER_V2_SIZE <= len(data):
             base_offset, length = LOG_OVERHEAD_STRUCT.unpack_from(data, pos)
             size = LOG_OVERHEAD + length
-            if length <= 0 or position + pos + size > self._size:
+            if length <= 0 or position + pos + size > self.segment_size:
                 raise CorruptRecordError(f"invalid batch length {length}", position=position + pos, base_offset=base_offset)
             magic = data[pos + MAGIC_OFFSET]
             if magic != 2:
@@ -117,20 +117,20 @@ class BatchHeaders:
 def plan_ranges(
     *,
     index: OffsetIndex,
-    read: Reader,
-    segment_size: int,
+    headers: BatchHeaders,
     segment_last_offset: int,
     offset: int,
     max_bytes: int,
     range_bytes: int = DEFAULT_RANGE_BYTES,
-    headers: BatchHeaders | None = None,
 ) -> list[ByteRange]:
-    """Batch-aligned ranges of one segment, starting with the batch that holds ``offset``."""
+    """Batch-aligned ranges of one segment, starting with the batch that holds ``offset``.
+
+    ``headers`` reads the segment's batch headers (and remembers them: keep one per segment)."""
     if max_bytes <= 0 or range_bytes <= 0:
         raise ValueError(f"max_bytes and range_bytes must be positive, got {max_bytes} and {range_bytes}")
     if not index.base_offset <= offset <= segment_last_offset:
         raise OffsetOutOfRangeError(f"offset {offset} is outside the segment's {index.base_offset}..{segment_last_offset}")
-    headers = headers or BatchHeaders(read, segment_size)
+    segment_size = headers.segment_size
     first = _batch_holding(headers, index, offset, segment_size)
     boundaries = _boundaries(index, first, segment_size, max_bytes, range_bytes)
     ranges = []

@@ -30,7 +30,8 @@ def _plan(log: Path, offset: int, max_bytes: int, range_bytes: int = 8 * 1024 * 
     base = int(log.stem)
     index = OffsetIndex.read(log.with_suffix(".index"), base)
     last = list(iter_batches(source.data, verify_crc=False))[-1].last_offset
-    ranges = plan_ranges(index=index, read=source.read, segment_size=len(source.data), segment_last_offset=last, offset=offset, max_bytes=max_bytes, range_bytes=range_bytes)
+    headers = BatchHeaders(source.read, len(source.data))
+    ranges = plan_ranges(index=index, headers=headers, segment_last_offset=last, offset=offset, max_bytes=max_bytes, range_bytes=range_bytes)
     return source, ranges, last
 
 
@@ -76,9 +77,9 @@ def test_headers_are_read_in_windows_and_remembered() -> None:
     index = OffsetIndex.read(log.with_suffix(".index"), base)
     headers = BatchHeaders(source.read, len(source.data))
     last = list(iter_batches(source.data, verify_crc=False))[-1].last_offset
-    plan_ranges(index=index, read=source.read, segment_size=len(source.data), segment_last_offset=last, offset=base + 100, max_bytes=50_000, headers=headers)
+    plan_ranges(index=index, headers=headers, segment_last_offset=last, offset=base + 100, max_bytes=50_000)
     first_reads = source.reads
-    plan_ranges(index=index, read=source.read, segment_size=len(source.data), segment_last_offset=last, offset=base + 100, max_bytes=50_000, headers=headers)
+    plan_ranges(index=index, headers=headers, segment_last_offset=last, offset=base + 100, max_bytes=50_000)
     assert source.reads == first_reads <= 3
 
 
