@@ -167,7 +167,7 @@ class PartitionUploader:
                     break
                 next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
                 in_flight.append((segment, next_base, self._pool.submit(self._upload, segment)))
-                while len(in_flight) >= self.window:
+                while len(in_flight) > 2 * self.window:  # keep the pool busy while committing in order
                     self._commit(*in_flight.popleft())
             while in_flight:  # uploads already started finish and commit, even when stopping
                 self._commit(*in_flight.popleft())

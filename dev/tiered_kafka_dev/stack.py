@@ -9,16 +9,20 @@ What it does today:
    roll, and reads them back with a confluent-kafka consumer group;
 5. waits until the agent has uploaded and registered every rotated segment, and shows what
    landed in S3 and Redis;
-6. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
-   the agent, then the broker, then the services.
+6. starts the gateway (uvicorn, in-process) and reads through it as a client in any language
+   would: a read plan whose first range is fetched through its presigned URL and decoded, and
+   JSON records in REMOTE_PREFERRED mode, from remote storage and then from Kafka;
+7. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
+   the gateway, the agent, then the broker, then the services.
 
-The gateway and the SDK's consumption modes join this flow as they are built.
+The SDK's consumer and the Spark data source join this flow as they are built.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +40,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tiered_kafka.errors import TieredKafkaError
+from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.registry import Registry, SegmentEntry
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings, load_settings
@@ -49,6 +55,7 @@ DEMO_PARTITIONS = 2
 DEMO_BUCKET = "tiered-kafka-demo"
 CLUSTER = "local"
 S3_PREFIX = "tiered"
+ENTROPY_BITS = 3
 UPLOAD_WAIT_S = 60.0
 
 
@@ -101,7 +108,7 @@ def agent_settings(log_dir: Path, broker_id: int, redis_server: RedisServer, zoo
             "access_key_id": s3.access_key,
             "secret_access_key": s3.secret_key,
             "region": s3.region,
-            "entropy_bits": 3,
+            "entropy_bits": ENTROPY_BITS,
             "prefix": S3_PREFIX,
         },
         redis={"url": redis_server.url},
@@ -161,6 +168,75 @@ def show_uploads(entries: dict[int, list[SegmentEntry]], registry: Registry, log
     print(f"agent metrics: {metrics_url}")
 
 
+class GatewayServer:
+    """The gateway on uvicorn in a background thread (``stop()`` shuts it down)."""
+
+    def __init__(self, settings: Any, port: int) -> None:
+        import uvicorn
+
+        from tiered_kafka_gateway.app import create_app
+
+        self.url = f"http://127.0.0.1:{port}"
+        self._server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+        self._thread = threading.Thread(target=self._server.run, name="gateway", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise DemoError("the gateway did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
+def gateway_settings(redis_server: RedisServer, s3: S3Server, bucket: str, bootstrap: str) -> Any:
+    from tiered_kafka_gateway.config import load_settings
+
+    cluster = {
+        "redis_url": redis_server.url,
+        "s3": {
+            "bucket": bucket,
+            "prefix": S3_PREFIX,
+            "entropy_bits": ENTROPY_BITS,
+            "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key,
+            "secret_access_key": s3.secret_key,
+            "region": s3.region,
+        },
+        "bootstrap_servers": bootstrap,
+    }
+    return load_settings(clusters={CLUSTER: cluster})
+
+
+def read_through_gateway(gateway_url: str, entries: dict[int, list[SegmentEntry]], high_watermark: int) -> None:
+    """What a client in any language does: plan, fetch a presigned range, or ask for JSON records."""
+    partition_url = f"{gateway_url}/v1/clusters/{CLUSTER}/topics/{DEMO_TOPIC}/partitions/0"
+    plan = _get_json(f"{partition_url}/plan?offset=0&max_bytes=65536")
+    first = plan["ranges"][0]
+    request = urllib.request.Request(first["url"], headers={"Range": first["range_header"]})
+    data = urllib.request.urlopen(request, timeout=10).read()
+    batches = list(iter_batches(data))
+    print(
+        f"gateway plan for {DEMO_TOPIC}-0 offset 0: {len(plan['ranges'])} range(s) of {plan['segment']['object_key']}; "
+        f"the first ({first['size']} bytes, offsets {first['first_offset']}..{first['last_offset']}) fetched through its "
+        f"presigned URL decodes to offsets {batches[0].base_offset}..{batches[-1].last_offset}"
+    )
+    remote_last = entries[0][-1].last_offset
+    remote = _get_json(f"{partition_url}/records?offset={remote_last - 1}&max_records=2&mode=REMOTE_PREFERRED")
+    hot = _get_json(f"{partition_url}/records?offset={remote_last + 1}&max_records=2&mode=REMOTE_PREFERRED")
+    print(
+        f"gateway records (REMOTE_PREFERRED): offsets {[r['offset'] for r in remote['records']]} came from {remote['source']}, "
+        f"offsets {[r['offset'] for r in hot['records']]} from {hot['source']} (the broker's high watermark is {high_watermark})"
+    )
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiered_kafka_dev.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20_000, help="sample records to produce")
@@ -214,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"waiting (up to {UPLOAD_WAIT_S:.0f} s) for the agent to upload and register every rotated segment ...", file=sys.stderr, flush=True)
             entries = wait_for_uploads(registry, log_dir, stop)
             show_uploads(entries, registry, log_dir, bucket, s3, metrics_url)
+            print("starting the gateway ...", file=sys.stderr, flush=True)
+            gateway = GatewayServer(gateway_settings(redis_server, s3, bucket, bootstrap), free_ports(1)[0])
+            stack.callback(gateway.stop)
+            print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/docs)")
+            exports["TIERED_KAFKA_GATEWAY_URL"] = gateway.url
+            read_through_gateway(gateway.url, entries, args.records // 2)
             print()
             for key, value in exports.items():
                 print(f"export {key}={shlex.quote(value)}")

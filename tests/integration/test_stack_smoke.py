@@ -49,3 +49,20 @@ def test_stack_runs_the_demo_and_stops_cleanly() -> None:
     for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL"):
         assert f"export {name}=" in out
     assert not Path(kafka[1]).exists()  # the temporary log.dir is removed on exit
+
+
+def test_stack_reads_through_the_gateway() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tiered_kafka_dev.stack", "--exit-after-demo", "--records", "4000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert re.search(r"^Gateway\s+http://127\.0\.0\.1:\d+", out, re.M)
+    plan = re.search(r"offsets (\d+)\.\.(\d+)\) fetched through its presigned URL decodes to offsets (\d+)\.\.(\d+)", out)
+    assert plan and plan[1] == plan[3] == "0" and plan[2] == plan[4]
+    records = re.search(r"offsets \[(\d+), (\d+)\] came from remote, offsets \[(\d+), (\d+)\] from kafka", out)
+    assert records and [int(x) for x in records.groups()] == list(range(int(records[1]), int(records[1]) + 4))
+    assert "export TIERED_KAFKA_GATEWAY_URL=" in out
