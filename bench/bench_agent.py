@@ -8,7 +8,9 @@ directory with the format core's log.dir writer (1 KiB records, half random). Th
 1. **Upload MB/s**: the agent (static leadership, every file of every rotated segment: read,
    CRC-check, multipart upload, register, offset.wm) beside a plain ``boto3`` ``upload_file`` of
    the same files with the same transfer settings and the same number of concurrent files.
-   Goal: ratio agent/boto3 >= 0.90. The two are run alternately, best of ``--rounds``.
+   Goal: ratio agent/boto3 >= 0.90. The two are run alternately for ``--rounds`` rounds; the
+   ratio is printed best-of (each side's fastest round) and paired (median over rounds of the
+   in-round ratio), since SeaweedFS here stalls now and then for a second or more.
 2. **Roll to registered, minus the upload time**: with the agent running, the writer rolls a
    segment; the time until it is registered in Redis, less the time its upload took, is the
    agent's own latency (noticing the roll, reading the segment, registering, offset.wm).
@@ -147,7 +149,7 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=8)
     parser.add_argument("--segment-mib", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rolls", type=int, default=20)
     args = parser.parse_args()
 
@@ -185,7 +187,10 @@ def main() -> None:
     print(f"{'':36}{'MB/s':>10}")
     print(f"{'plain boto3 upload_file':36}{plain_mbs:>10.1f}")
     print(f"{'agent (read, CRC, upload, register)':36}{agent_mbs:>10.1f}")
-    print(f"ratio agent/boto3: {agent_mbs / plain_mbs:.2f}   goal >= 0.90: {'met' if agent_mbs / plain_mbs >= 0.9 else 'NOT met'}")
+    paired = statistics.median(p / a for p, a in zip(plain_times, agent_times, strict=True))
+    print(f"ratio agent/boto3: paired median {paired:.3f}, best-of {agent_mbs / plain_mbs:.3f} "
+          f"(rounds: {', '.join(f'{p / a:.2f}' for p, a in zip(plain_times, agent_times, strict=True))})   "
+          f"goal (paired median) >= 0.90: {'met' if paired >= 0.9 else 'NOT met'}")
     print(f"roll -> registered over {len(latencies)} rolls of 1-batch segments: "
           f"median {statistics.median(r for r, _ in latencies) * 1000:.0f} ms, of which upload median {statistics.median(u for _, u in latencies) * 1000:.0f} ms")
     print(f"roll -> registered minus upload: median {statistics.median(own) * 1000:.0f} ms, max {max(own) * 1000:.0f} ms   "

@@ -5,7 +5,7 @@ reaches that step it kills itself with SIGKILL (no cleanup, no flush: a real cra
 the order one segment goes through them:
 
     during_part       while a multipart .log upload is sending its parts
-    after_log         the .log object is complete, its indexes are not uploaded yet
+    after_log         the .log object is complete (its indexes, uploaded beside it, may not be)
     before_register   every object is uploaded, the Redis registration has not happened
     before_watermark  registered in Redis, offset.wm not yet moved
 """

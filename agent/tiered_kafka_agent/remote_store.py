@@ -1,12 +1,12 @@
 """The agent's S3 side: segment uploads, offset.wm, and the object metadata the registry is rebuilt from.
 
-Upload order for one segment (what a crash at each step leaves behind, all harmless):
+Upload of one segment (what a crash at each step leaves behind, all harmless):
 
-1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below) —
-   a crash leaves a .log nobody references; the next attempt overwrites it;
-2. ``.index``, ``.timeindex``, then ``.txnindex`` and ``.snapshot`` when present —
-   a crash leaves a partial set; rebuild ignores a segment whose listed files are not all there;
-3. (the caller) registration in Redis, then ``offset.wm``.
+1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below), and
+   beside it, in parallel, ``.index``, ``.timeindex``, and ``.txnindex``/``.snapshot`` when
+   present — a crash leaves objects nobody references (rebuild ignores a segment whose listed
+   files are not all there); the next attempt overwrites them;
+2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``.
 
 Uploading the same segment again writes the same keys with the same bytes: harmless.
 Files at or above ``s3.multipart_threshold_bytes`` go up as multipart uploads whose parts are
@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,8 @@ class RemoteStore:
         self.keyspace = keyspace
         self.transfer = transfer
         self.retry = retry
+        # a segment's small files (.index, .timeindex, ...) go up beside its .log
+        self._companions = ThreadPoolExecutor(max_workers=8, thread_name_prefix="upload-companion")
 
     # -- uploads ---------------------------------------------------------------------------
     def upload_segment(self, topic: str, partition: int, opened: OpenSegment, stats: SegmentStats, hooks: UploadHooks) -> SegmentEntry:
@@ -124,12 +127,20 @@ class RemoteStore:
             upload_time_ms=time.time_ns() // 1_000_000,
             files=tuple(k.value for k in kinds),
         )
-        for kind in kinds:
-            key = self.keyspace.segment_key(topic, partition, base, kind)
-            extra = {"Metadata": entry_metadata(entry)} if kind == FileKind.LOG else {}
-            self._upload_file(opened, kind, key, extra, hooks)
-            if kind == FileKind.LOG:
-                hooks.checkpoint("after_log")
+        companions = [
+            self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)
+            for kind in kinds
+            if kind != FileKind.LOG
+        ]
+        try:
+            log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)
+            self._upload_file(opened, FileKind.LOG, log_key, {"Metadata": entry_metadata(entry)}, hooks)
+            hooks.checkpoint("after_log")
+        finally:
+            for future in companions:  # wait for all (the files stay open until then), then raise the first error
+                future.exception()
+        for future in companions:
+            future.result()
         return entry
 
     def _upload_file(self, opened: OpenSegment, kind: FileKind, key: str, extra: dict[str, Any], hooks: UploadHooks) -> None:
