@@ -55,7 +55,8 @@ def s3_client(settings: AgentSettings) -> Any:
         secret_access_key=s3.secret_access_key,
         connect_timeout_s=5,
         read_timeout_s=max(30, settings.upload.timeout_s),
-        max_pool_connections=max(10, settings.upload.max_concurrent_segments * s3.part_concurrency),
+        # every upload slot: its .log's parts plus its small files, plus offset.wm and gap markers
+        max_pool_connections=max(10, settings.upload.max_concurrent_segments * (s3.part_concurrency + 4) + 4),
     )
 
 

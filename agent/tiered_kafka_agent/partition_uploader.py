@@ -210,11 +210,12 @@ class PartitionUploader:
             pause=self._pause_without_slot,
         )
         try:
-            with self.upload_slots, open_segment(segment) as opened:
-                stats = read_stats(opened)
+            with open_segment(segment) as opened:
+                stats = read_stats(opened)  # outside the upload slot: the slots stay busy sending bytes
                 if stats.record_count == 0 or (expected is not None and segment.base_offset < expected):
                     return _Upload(stats, None, None)
-                return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
+                with self.upload_slots:
+                    return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
         except SegmentGoneError as err:
             return _Upload(None, None, err)
 
