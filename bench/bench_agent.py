@@ -35,6 +35,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import load_settings
@@ -89,12 +90,14 @@ def rotated_files(directory: Path) -> list[Path]:
 
 
 def plain_boto3(s3: S3Server, bucket: str, files: list[Path], concurrency: int) -> float:
+    """The same files under the same key layout as the agent's (a fresh cluster name, like each
+    agent round), so both pay the same for SeaweedFS's directory entries."""
     client = s3.client()
     config = transfer_config(8 * MIB, 8 * MIB, 4)
-    prefix = f"plain-{uuid.uuid4().hex[:8]}"
+    keyspace = Keyspace("", f"plain-{uuid.uuid4().hex[:8]}", 0)
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(lambda p: client.upload_file(str(p), bucket, f"{prefix}/{p.name}", Config=config), files))
+        list(pool.map(lambda p: client.upload_file(str(p), bucket, keyspace.partition_prefix(TOPIC, 0) + p.name, Config=config), files))
     return time.perf_counter() - start
 
 
