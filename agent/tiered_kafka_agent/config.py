@@ -48,7 +48,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
-from tiered_kafka.service_support import EnvironmentFirstSettings
+from tiered_kafka.service_support import EnvironmentFirstSettings, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -120,11 +120,7 @@ class TopicSettings(BaseModel):
     @field_validator("include", "exclude")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as err:
-                raise ValueError(f"invalid regex {pattern!r}: {err}") from None
+        check_regexes(patterns)
         return patterns
 
 

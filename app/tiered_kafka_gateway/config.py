@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.service_support import EnvironmentFirstSettings
+from tiered_kafka.service_support import EnvironmentFirstSettings, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
@@ -73,11 +73,7 @@ class AuthSettings(BaseModel):
         for token, patterns in tokens.items():
             if len(token) < 16:
                 raise ValueError("tokens must be at least 16 characters")
-            for pattern in patterns:
-                try:
-                    re.compile(pattern)
-                except re.error as err:
-                    raise ValueError(f"invalid topic pattern {pattern!r}: {err}") from None
+            check_regexes(patterns, "topic pattern")
         return tokens
 
 

@@ -6,6 +6,8 @@ SDK core never imports it.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import boto3
@@ -59,3 +61,12 @@ def s3_client(
             max_pool_connections=max_pool_connections,
         ),
     )
+
+
+def check_regexes(patterns: Iterable[str], what: str = "regex") -> None:
+    """Raise ValueError (a pydantic validation error in settings) naming the first invalid pattern."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"invalid {what} {pattern!r}: {err}") from None
