@@ -47,16 +47,12 @@ log = logging.getLogger(__name__)
 
 
 def s3_client(settings: AgentSettings) -> Any:
-    s3 = settings.s3
     return shared_s3_client(
-        endpoint_url=s3.endpoint_url,
-        region=s3.region,
-        access_key_id=s3.access_key_id,
-        secret_access_key=s3.secret_access_key,
+        settings.s3,
         connect_timeout_s=5,
         read_timeout_s=max(30, settings.upload.timeout_s),
         # every upload slot: its .log's parts plus its small files, plus offset.wm and gap markers
-        max_pool_connections=max(10, settings.upload.max_concurrent_segments * (s3.part_concurrency + 4) + 4),
+        max_pool_connections=max(10, settings.upload.max_concurrent_segments * (settings.s3.part_concurrency + 4) + 4),
     )
 
 

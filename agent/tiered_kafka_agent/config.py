@@ -43,12 +43,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
-from tiered_kafka.service_support import EnvironmentFirstSettings, check_regexes
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -67,14 +67,7 @@ PINTEREST_NAMES: dict[str, tuple[str, Any]] = {
 _PINTEREST_TOPIC_RETENTION = re.compile(r"^ts\.segment\.uploader\.manager\.gc\.(?P<topic>.+)\.retention\.seconds$")
 
 
-class S3Settings(BaseModel):
-    bucket: str
-    prefix: str = ""
-    entropy_bits: int = Field(0, ge=0, le=32)
-    endpoint_url: str | None = None
-    region: str = "us-east-1"
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = None
+class S3Settings(S3Location):
     multipart_threshold_bytes: int = Field(8 * 1024 * 1024, ge=5 * 1024 * 1024)
     multipart_chunk_bytes: int = Field(8 * 1024 * 1024, ge=5 * 1024 * 1024)
     part_concurrency: int = Field(4, ge=1, le=64)

@@ -30,24 +30,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.service_support import EnvironmentFirstSettings, check_regexes
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
-
-
-class S3Location(BaseModel):
-    bucket: str
-    prefix: str = ""
-    entropy_bits: int = Field(0, ge=0, le=32)
-    endpoint_url: str | None = None
-    region: str = "us-east-1"
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = None
 
 
 class ClusterSettings(BaseModel):

@@ -12,8 +12,20 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from pydantic import SecretStr
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+
+class S3Location(BaseModel):
+    """Where a cluster's segments live in S3, and how to reach it (agent and gateway settings)."""
+
+    bucket: str
+    prefix: str = ""
+    entropy_bits: int = Field(0, ge=0, le=32)
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
 
 
 class EnvironmentFirstSettings(BaseSettings):
@@ -34,24 +46,16 @@ class EnvironmentFirstSettings(BaseSettings):
         return env_settings, init_settings
 
 
-def s3_client(
-    *,
-    endpoint_url: str | None,
-    region: str,
-    access_key_id: str | None,
-    secret_access_key: SecretStr | None,
-    connect_timeout_s: float,
-    read_timeout_s: float,
-    max_pool_connections: int,
-) -> Any:
+def s3_client(location: S3Location, *, connect_timeout_s: float, read_timeout_s: float, max_pool_connections: int) -> Any:
     """A boto3 S3 client as both processes need it: SigV4 (presigned URLs verify), path-style
     addressing (S3-compatible servers), bounded timeouts and pool, botocore's standard retries."""
+    secret = location.secret_access_key
     return boto3.client(
         "s3",
-        endpoint_url=endpoint_url,
-        region_name=region,
-        aws_access_key_id=access_key_id,
-        aws_secret_access_key=secret_access_key.get_secret_value() if secret_access_key else None,
+        endpoint_url=location.endpoint_url,
+        region_name=location.region,
+        aws_access_key_id=location.access_key_id,
+        aws_secret_access_key=secret.get_secret_value() if secret else None,
         config=Config(
             signature_version="s3v4",
             s3={"addressing_style": "path"},
