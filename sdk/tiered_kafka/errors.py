@@ -12,6 +12,11 @@ One root, so callers can catch everything of ours in one clause::
     ├── UnsupportedCodecError       a batch uses a compression codec we cannot decode
     ├── LogWriteError               the log.dir writer refused an append (offsets, sizes, ...)
     ├── OffsetOutOfRangeError       an offset below the log start offset or past the log end
+    │   └── OffsetNotRemoteError    remote storage does not hold the offset (the gateway's 416)
+    ├── RemoteReadError             reading through the gateway or a presigned URL failed
+    │   ├── GatewayRequestError     the gateway answered an error (status, stable code, message)
+    │   ├── PresignedUrlError       S3 refused a presigned GET (expired or invalid signature)
+    │   └── RemoteGapError          remote storage lacks an offset range (recorded gap)
     └── ConfigError                 a configuration value is invalid
 
 Corrupt local or remote bytes get their own classes (never a Kafka broker error code),
@@ -79,3 +84,51 @@ class OffsetOutOfRangeError(TieredKafkaError):
 
 class ConfigError(TieredKafkaError):
     """A configuration value is missing or invalid."""
+
+
+class OffsetNotRemoteError(OffsetOutOfRangeError):
+    """Remote storage does not hold the offset: ``earliest``/``latest`` are its range (None if empty)."""
+
+    def __init__(self, message: str, *, offset: int, earliest: int | None, latest: int | None) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.earliest = earliest
+        self.latest = latest
+
+    @property
+    def past_the_end(self) -> bool:
+        """True when the offset is newer than everything remote (it may still be uploaded)."""
+        return self.latest is None or self.offset > self.latest
+
+
+class RemoteReadError(TieredKafkaError):
+    """A read through the gateway or a presigned S3 URL failed (after the configured retries)."""
+
+
+class GatewayRequestError(RemoteReadError):
+    """The gateway answered an error: HTTP ``status``, its stable ``code`` and ``message``."""
+
+    def __init__(self, message: str, *, status: int, code: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details or {}
+        self.retriable = status >= 500 or status == 429
+
+
+class PresignedUrlError(RemoteReadError):
+    """S3 refused a presigned GET (403): the URL expired or its signature is not accepted."""
+
+    retriable = True
+
+
+class RemoteGapError(RemoteReadError):
+    """Remote storage lacks ``start_offset..end_offset`` of a partition (a gap the agent recorded)."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, start_offset: int, end_offset: int, reason: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.reason = reason

@@ -120,6 +120,8 @@ def _read_partitions(broker: Broker, request: Any) -> tuple[list[dict[str, Any]]
                         _, data = plog.read(wanted.fetch_offset, max(limit, 0), min_one_batch=total == 0)
                         entry["records"] = data
                         total += len(data)
+                        if data:
+                            broker.fetched_bytes[(topic.topic, wanted.partition)] += len(data)
                 except OffsetOutOfRangeError:
                     entry["error_code"] = ErrorCode.offset_out_of_range
                     errors = True

@@ -16,6 +16,7 @@ the broker.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import socket
@@ -88,6 +89,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.zookeeper: Any = None  # set when registered (tiered_kafka_dev.broker.zookeeper)
+        #: record bytes served by Fetch, per (topic, partition): lets tests prove a client never fetched
+        self.fetched_bytes: collections.Counter[tuple[str, int]] = collections.Counter()
 
     @property
     def host(self) -> str:

@@ -1,0 +1,222 @@
+"""Reading partitions' remote data ahead of the application, within one memory budget.
+
+One ``RemoteReader`` per partition being read remotely: a planner thread asks the gateway for read
+plans from the partition's position on and hands every planned range to a shared thread pool
+(``tiered.prefetch.parallelism`` presigned GETs at once), which fetches, CRC-checks and decodes it.
+Fetched ranges queue up in offset order as ``Chunk``s; the consumer's thread takes them from the
+head only, so records come out in offset order whatever order the GETs complete in.
+
+Memory: every range reserves its size in the shared ``ByteBudget`` before its GET is issued and
+gives it back when the application has taken its records; after decoding, the reservation is
+raised to the decoded size when that is larger (compressed data). A reader always gets one range
+through, so the budget can be overshot by at most one range per partition; plans are asked in
+pieces of at most a fair share of the budget to keep that small.
+
+The chunks also carry what ends a remote read, for the consumer to act on at the exact offset:
+``END`` (remote storage ends here; not used when ``tail`` — REMOTE_ONLY waits for new uploads),
+``BELOW_START`` (remote retention removed the offset), ``GAP`` (the agent recorded a gap; the
+following chunks continue after it) and ``ERROR`` (retries exhausted).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from tiered_kafka.errors import OffsetNotRemoteError, TieredKafkaError
+from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange
+from tiered_kafka.remote_read import DecodedBatch, decode_range, fetch_range
+
+log = logging.getLogger(__name__)
+MIN_PLAN_BYTES = 64 * 1024
+
+
+class ByteBudget:
+    """Bytes of prefetched data, shared by every partition's reader."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.readers = 0
+        self._cond = threading.Condition()
+
+    def fair_share(self) -> int:
+        return max(MIN_PLAN_BYTES, self.limit // max(1, self.readers))
+
+    def acquire(self, size: int, held_by_reader: int, stop: threading.Event) -> bool:
+        """Reserve ``size`` bytes (False when ``stop`` was set while waiting)."""
+        with self._cond:
+            while held_by_reader > 0 and (self.used + size > self.limit or held_by_reader + size > self.fair_share()):
+                if stop.is_set():
+                    return False
+                self._cond.wait(0.1)
+            if stop.is_set():
+                return False
+            self.used += size
+            return True
+
+    def adjust(self, delta: int) -> None:
+        with self._cond:
+            self.used += delta
+            if delta < 0:
+                self._cond.notify_all()
+
+
+class ChunkKind(enum.Enum):
+    DATA = "data"
+    END = "end"
+    BELOW_START = "below_start"
+    GAP = "gap"
+    ERROR = "error"
+
+
+@dataclass
+class Chunk:
+    kind: ChunkKind
+    offset: int  # DATA: the range's first offset; END/BELOW_START: the offset asked; GAP: its start
+    future: Future[list[DecodedBatch]] | None = None
+    reserved: int = 0
+    gap: PlanGap | None = None
+    error: BaseException | None = None
+    earliest: int | None = None  # BELOW_START: the first offset remote storage holds
+
+
+class RemoteReader:
+    """Prefetches one partition's remote data from ``offset`` on (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: GatewayClient,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        budget: ByteBudget,
+        pool: ThreadPoolExecutor,
+        convert: Callable[[str, int, DecodedBatch], int],
+        plan_max_bytes: int,
+        tail: bool,
+        poll_interval_s: float,
+        wake: threading.Event,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.start_offset = offset
+        self._client = client
+        self._budget = budget
+        self._pool = pool
+        self._convert = convert
+        self._plan_max_bytes = plan_max_bytes
+        self._tail = tail
+        self._poll_interval_s = poll_interval_s
+        self._wake = wake
+        self._chunks: deque[Chunk] = deque()
+        self._held = 0  # bytes reserved by this reader's chunks
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._budget.readers += 1
+        self._thread = threading.Thread(target=self._plan_loop, name=f"tiered-prefetch-{topic}-{partition}", daemon=True)
+        self._thread.start()
+
+    # -- the consumer's side ------------------------------------------------------------------
+    def head(self) -> Chunk | None:
+        """The next chunk if it is ready (a DATA chunk whose GET finished, or any marker)."""
+        with self._lock:
+            if not self._chunks:
+                return None
+            chunk = self._chunks[0]
+            if chunk.future is not None and not chunk.future.done():
+                return None
+            return chunk
+
+    def pop(self) -> Chunk:
+        with self._lock:
+            return self._chunks.popleft()
+
+    def release(self, chunk: Chunk) -> None:
+        """The application took the chunk's records: its bytes go back to the budget."""
+        with self._lock:
+            self._held -= chunk.reserved
+        self._budget.adjust(-chunk.reserved)
+        chunk.reserved = 0
+
+    def stop(self) -> None:
+        """Stop planning, cancel what has not started, give back every reserved byte."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._budget.readers -= 1  # (only the consumer's thread starts and stops readers)
+        with self._lock:
+            chunks, self._chunks = list(self._chunks), deque()
+        for chunk in chunks:
+            self._discard(chunk)
+
+    def _discard(self, chunk: Chunk) -> None:
+        if chunk.future is not None and not chunk.future.cancel():
+            chunk.future.add_done_callback(lambda _f: self._give_back(chunk))  # after its decode settled the size
+        else:
+            self._give_back(chunk)
+
+    def _give_back(self, chunk: Chunk) -> None:
+        self._budget.adjust(-chunk.reserved)
+        chunk.reserved = 0
+
+    # -- the planner thread -------------------------------------------------------------------
+    def _plan_loop(self) -> None:
+        offset = self.start_offset
+        try:
+            while not self._stop.is_set():
+                try:
+                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // 2))
+                    plan = self._client.plan(self.topic, self.partition, offset, max_bytes)
+                except OffsetNotRemoteError as err:
+                    if err.past_the_end and self._tail:
+                        self._stop.wait(self._poll_interval_s)
+                        continue
+                    kind = ChunkKind.END if err.past_the_end else ChunkKind.BELOW_START
+                    self._push(Chunk(kind, offset, earliest=err.earliest))
+                    return
+                if plan.gap is not None:
+                    self._push(Chunk(ChunkKind.GAP, plan.gap.start_offset, gap=plan.gap))
+                for planned in plan.ranges:
+                    if not self._budget.acquire(planned.size, self._held, self._stop):
+                        return
+                    with self._lock:
+                        self._held += planned.size
+                    chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=planned.size)
+                    chunk.future = self._pool.submit(self._load, plan.object_key, planned, chunk)
+                    chunk.future.add_done_callback(lambda _f: self._wake.set())
+                    self._push(chunk)
+                offset = plan.next_offset
+        except TieredKafkaError as err:
+            self._push(Chunk(ChunkKind.ERROR, offset, error=err))
+        except Exception as err:  # a bug must surface in poll(), not die in a thread
+            log.exception("prefetch of %s-%d failed", self.topic, self.partition)
+            self._push(Chunk(ChunkKind.ERROR, offset, error=err))
+
+    def _push(self, chunk: Chunk) -> None:
+        with self._lock:
+            stopped = self._stop.is_set()
+            if not stopped:
+                self._chunks.append(chunk)
+        if stopped:
+            self._discard(chunk)
+            return
+        self._wake.set()
+
+    def _load(self, object_key: str, planned: PlannedRange, chunk: Chunk) -> list[DecodedBatch]:
+        data = fetch_range(self._client, self.topic, self.partition, planned)
+        batches = decode_range(data, planned, object_key=object_key)
+        del data
+        decoded = sum(self._convert(self.topic, self.partition, batch) for batch in batches)
+        extra = decoded - planned.size
+        if extra > 0:  # decompressed data is larger than what the budget reserved for it
+            self._budget.adjust(extra)
+            with self._lock:
+                self._held += extra
+                chunk.reserved += extra
+        return batches

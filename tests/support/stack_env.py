@@ -1,0 +1,113 @@
+"""The whole stack on loopback for SDK and Spark tests: the development broker, the agent uploading
+its rotated segments to SeaweedFS and registering them in Redis, and the gateway on uvicorn (real
+HTTP, so presigned URLs are fetched from SeaweedFS as a client anywhere would)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka.registry import Registry
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_dev.services._process import free_ports
+from tiered_kafka_dev.stack import GatewayServer
+
+
+@dataclass
+class TieredStack:
+    broker: Any  # BrokerThread
+    bootstrap: str
+    gateway_url: str
+    agent: AgentSettings
+    log_dir: Path
+    registry: Registry
+
+    @property
+    def cluster(self) -> str:
+        return self.agent.cluster
+
+    def consumer_config(self, mode: str, **extra: Any) -> dict[str, Any]:
+        """A TieredConsumer configuration for this stack (group id unique per call)."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "tiered.mode": mode,
+            "tiered.gateway.url": self.gateway_url,
+            "tiered.cluster": self.cluster,
+            **extra,
+        }
+
+    def produce(self, topic: str, count: int, partitions: int = 1, start: int = 0, **config: Any) -> None:
+        """Records ``start..start+count-1``: key ``k{i}``, value ``value_for(i)``, round-robin over partitions."""
+        produce(self.bootstrap, topic, [(i % partitions, f"k{i}".encode(), value_for(i)) for i in range(start, start + count)], **{"linger.ms": 2, "batch.num.messages": 7, **config})
+
+    def wait_uploaded(self, topic: str, partitions: int = 1) -> None:
+        """Until every rotated segment of the topic (on disk now) is registered."""
+        for p in range(partitions):
+            directory = self.log_dir / f"{topic}-{p}"
+            wait_for(lambda: set(rotated_bases(directory)) <= {s.base_offset for s in self.registry.segments(topic, p)}, what=f"{topic}-{p} uploaded")
+
+    def wait_retention(self, topic: str, partitions: int = 1) -> dict[int, int]:
+        """Until the broker's retention has deleted every segment but the active one; log starts by partition."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watermarks"})
+        try:
+            starts: dict[int, int] = {}
+            for p in range(partitions):
+                directory = self.log_dir / f"{topic}-{p}"
+
+                def retained() -> bool:
+                    low, _high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+                    starts[p] = low
+                    return low > 0 and not rotated_bases(directory)
+
+                wait_for(retained, timeout_s=60, what=f"retention of {topic}-{p}")
+            return starts
+        finally:
+            consumer.close()
+
+
+@contextlib.contextmanager
+def tiered_stack(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, **gateway: Any) -> Iterator[TieredStack]:
+    """Broker + agent (static leadership) + gateway, all stopped on exit (gateway, agent; the broker by its fixture)."""
+    from tiered_kafka_gateway.config import load_settings
+
+    log_dir = tmp_path / "logs"
+    broker = start_dev_broker(log_dir)
+    settings = agent_settings(log_dir, redis_server, s3_server, bucket)
+    cluster = {
+        "redis_url": settings.redis.url,
+        "s3": {
+            "bucket": bucket,
+            "prefix": settings.s3.prefix,
+            "entropy_bits": settings.s3.entropy_bits,
+            "endpoint_url": s3_server.endpoint_url,
+            "access_key_id": s3_server.access_key,
+            "secret_access_key": s3_server.secret_key,
+            "region": s3_server.region,
+        },
+        "bootstrap_servers": broker.broker.bootstrap_servers,
+    }
+    gateway_settings = load_settings(clusters={settings.cluster: cluster}, **{"cache": {"segment_ttl_s": 0}, **gateway})
+    with Agent(settings):
+        server = GatewayServer(gateway_settings, free_ports(1)[0])
+        try:
+            yield TieredStack(broker, broker.broker.bootstrap_servers, server.url, settings, log_dir, registry_for(settings))
+        finally:
+            server.stop()
+
+
+def create_tiered_topic(stack: TieredStack, topic: str, partitions: int = 1, retention_ms: int | None = None, segment_bytes: int = 100_000) -> None:
+    configs = {"segment.bytes": str(segment_bytes), "index.interval.bytes": "4096"}
+    if retention_ms is not None:
+        configs["retention.ms"] = str(retention_ms)
+    create_topic(stack.bootstrap, topic, partitions, **configs)
