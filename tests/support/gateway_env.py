@@ -16,6 +16,11 @@ from tiered_kafka_gateway.config import load_settings
 
 
 def gateway_client(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> TestClient:
+    return TestClient(create_app(gateway_settings(agent, s3_server, bootstrap, **overrides)))
+
+
+def gateway_settings(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> Any:
+    """Gateway settings serving the agent's cluster (its Redis, bucket, prefix and entropy)."""
     cluster = {
         "redis_url": agent.redis.url,
         "s3": {
@@ -29,8 +34,7 @@ def gateway_client(agent: AgentSettings, s3_server: Any, bootstrap: str | None =
         },
         "bootstrap_servers": bootstrap,
     }
-    settings = load_settings(clusters={agent.cluster: cluster}, **overrides)
-    return TestClient(create_app(settings))
+    return load_settings(clusters={agent.cluster: cluster}, **overrides)
 
 
 def uploaded_partition(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, topic: str, count: int = 2000) -> tuple[Any, AgentSettings]:

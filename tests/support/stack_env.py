@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.gateway_env import gateway_settings
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent
@@ -79,31 +80,21 @@ class TieredStack:
 @contextlib.contextmanager
 def tiered_stack(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, **gateway: Any) -> Iterator[TieredStack]:
     """Broker + agent (static leadership) + gateway, all stopped on exit (gateway, agent; the broker by its fixture)."""
-    from tiered_kafka_gateway.config import load_settings
-
     log_dir = tmp_path / "logs"
     broker = start_dev_broker(log_dir)
     settings = agent_settings(log_dir, redis_server, s3_server, bucket)
-    cluster = {
-        "redis_url": settings.redis.url,
-        "s3": {
-            "bucket": bucket,
-            "prefix": settings.s3.prefix,
-            "entropy_bits": settings.s3.entropy_bits,
-            "endpoint_url": s3_server.endpoint_url,
-            "access_key_id": s3_server.access_key,
-            "secret_access_key": s3_server.secret_key,
-            "region": s3_server.region,
-        },
-        "bootstrap_servers": broker.broker.bootstrap_servers,
-    }
-    gateway_settings = load_settings(clusters={settings.cluster: cluster}, **{"cache": {"segment_ttl_s": 0}, **gateway})
-    with Agent(settings):
-        server = GatewayServer(gateway_settings, free_ports(1)[0])
-        try:
-            yield TieredStack(broker, broker.broker.bootstrap_servers, server.url, settings, log_dir, registry_for(settings))
-        finally:
-            server.stop()
+    with Agent(settings), gateway_server(settings, s3_server, broker.broker.bootstrap_servers, **gateway) as url:
+        yield TieredStack(broker, broker.broker.bootstrap_servers, url, settings, log_dir, registry_for(settings))
+
+
+@contextlib.contextmanager
+def gateway_server(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> Iterator[str]:
+    """The gateway on uvicorn (127.0.0.1, a free port) serving the agent's cluster; yields its URL."""
+    server = GatewayServer(gateway_settings(agent, s3_server, bootstrap, **{"cache": {"segment_ttl_s": 0}, **overrides}), free_ports(1)[0])
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 def create_tiered_topic(stack: TieredStack, topic: str, partitions: int = 1, retention_ms: int | None = None, segment_bytes: int = 100_000) -> None:

@@ -382,9 +382,25 @@ class TieredConsumer:
         if update_assignment:
             inner = self._require_kafka("reading Kafka")
             if any((p.topic, p.partition) == state.tp for p in inner.assignment()):
-                inner.seek(TopicPartition(state.topic, state.partition, offset))
+                self._seek_kafka(inner, state)
             else:
                 self._sync_kafka_assignment()  # assigned at the position
+
+    def _seek_kafka(self, inner: Consumer, state: _Partition) -> None:
+        """Move librdkafka's fetch position; a partition that is not fetching yet (librdkafka's
+        _STATE error, e.g. still looking up its offset) is assigned again at the position instead."""
+        target = TopicPartition(state.topic, state.partition, state.position)
+        try:
+            inner.seek(target)
+        except KafkaException as err:
+            if err.args[0].code() != KafkaError._STATE:
+                raise
+            if self._cooperative:
+                inner.incremental_unassign([TopicPartition(state.topic, state.partition)])
+                inner.incremental_assign([target])
+            else:
+                kafka = {tp: s for tp, s in self._partitions.items() if s.source is Source.KAFKA and s.position is not None}
+                inner.assign([TopicPartition(t, p, s.position) for (t, p), s in kafka.items()])
 
     def _stop_remote(self, state: _Partition) -> None:
         if state.reader is not None:
@@ -667,7 +683,7 @@ class TieredConsumer:
                 for p in kafka:
                     state = self._partitions[(p.topic, p.partition)]
                     if state.position is not None:
-                        self._inner.seek(TopicPartition(p.topic, p.partition, state.position))
+                        self._seek_kafka(self._inner, state)
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None, cached: bool = False) -> tuple[int, int]:
         """(low, high): KAFKA_ONLY Kafka's; REMOTE_ONLY remote storage's (high = last + 1); else low

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import struct
 import time
 
 import pytest
@@ -11,11 +10,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.support.agent_env import agent_settings, registry_for, wait_for
-from tests.support.batches import Rec, build_control, build_v2
 from tests.support.gateway_env import gateway_client, uploaded_partition
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
-from tiered_kafka.format.record_batch import ControlRecordType
+from tests.support.transactions import write_transactional_log
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
@@ -186,40 +182,8 @@ def test_bad_parameters_are_422(served) -> None:
 # -- transactions (built by hand: the development broker has no transactions) ----------------
 
 
-def recs(tag: str, n: int, headers: bool = False) -> list[Rec]:
-    return [Rec(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode(), 1_700_000_000_000 + i, [("h", f"{tag}{i}".encode())] if headers else []) for i in range(n)]
-
-
-def txn_entry(producer_id: int, first: int, last: int, lso: int) -> bytes:
-    return struct.pack(">hqqqq", 0, producer_id, first, last, lso)
-
-
 def test_read_committed_leaves_out_aborted_transactions(tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    directory = tmp_path / "logs" / "txn-0"
-    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1))
-    # segment 0
-    plog.append(build_v2(recs("plain", 2, headers=True)))  # 0-1
-    plog.append(build_v2(recs("p7", 3), producer_id=7, transactional=True))  # 2-4, committed at 9
-    plog.append(build_v2(recs("p8", 3), producer_id=8, transactional=True))  # 5-7, aborted at 10
-    plog.append(build_v2(recs("p7b", 1), producer_id=7, transactional=True))  # 8, committed at 9
-    plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=7))  # 9
-    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=8))  # 10
-    plog.append(build_v2(recs("p9", 2), producer_id=9, transactional=True))  # 11-12, aborted at 14 (next segment)
-    plog.append(build_v2(recs("tail", 1)))  # 13
-    plog.roll()
-    # segment 14
-    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=9))  # 14
-    plog.append(build_v2(recs("p10", 2), producer_id=10, transactional=True))  # 15-16, aborted at 18
-    plog.append(build_v2(recs("mid", 1)))  # 17
-    plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=10))  # 18
-    plog.append(build_v2(recs("p11", 2), producer_id=11, transactional=True))  # 19-20, marker not uploaded yet
-    plog.append(build_v2(recs("after", 1)))  # 21
-    plog.roll()
-    plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=11))  # 22, active: stays local
-    # Kafka writes a .txnindex for each segment holding ABORT markers (producer, first, last, LSO)
-    (directory / "00000000000000000000.txnindex").write_bytes(txn_entry(8, 5, 10, 5))
-    (directory / "00000000000000000014.txnindex").write_bytes(txn_entry(9, 11, 14, 11) + txn_entry(10, 15, 18, 15))
-
+    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):

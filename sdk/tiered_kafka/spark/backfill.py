@@ -1,0 +1,362 @@
+"""Backfill a topic's remote history into Parquet, then check the row counts against the registry.
+
+::
+
+    python -m tiered_kafka.spark.backfill --gateway-url http://gw:8080 --cluster prod \\
+        --topic orders [--topic payments] --output /data/orders-parquet \\
+        --redis-url redis://registry:6379/0 [--master local[2]] [--token T] [--overwrite]
+
+Stages, each printed as it happens:
+
+1. **planning**: the topics' partitions and their remote extents from the gateway; each partition
+   is read from its first remote offset E to one past its last L (both fixed now, so segments
+   uploaded meanwhile are left for the next run), passed to the data source as explicit
+   ``startingOffsets``/``endingOffsets``.
+2. **writing**: ``spark.read.format("tiered-kafka")`` → Parquet under ``--output``, partitioned
+   by ``topic``, ``partition`` and ``date`` (the UTC date of the record timestamp, as
+   ``date=YYYY-MM-DD`` directories; Hive-style, so Spark, pyarrow and others read the columns
+   back from the paths). Progress: tasks done per Spark stage (Spark's status tracker).
+3. **counting**: the Parquet is read back and its rows per (topic, partition) compared with the
+   registry in Redis.
+
+The count rule. The registry's ``record_count`` of a segment is the sum of its batches' record
+counts, which includes transaction markers (control records); the data source skips those, as
+Kafka consumers do. So, per partition::
+
+    rows in Parquet == sum(record_count of the registered segments inside [E, L + 1))
+                       - control records in those offsets
+
+where the control records are counted during the same read (the data source's internal
+``tiered.includeControlRecords`` option emits them as rows flagged ``isControl``; an
+``Observation`` counts them per partition while the data rows are written, in one pass). A
+segment only partly inside the range (the registry changed since planning) makes the check fail:
+its share cannot be known from the registry. Also checked: every offset written lies in [E, L + 1).
+Exit status: 0 when every partition matches, 1 on a mismatch (each one named), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tiered_kafka.errors import TieredKafkaError
+from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka.spark.options import parse_options
+from tiered_kafka.spark.planning import OffsetRange, resolve_offsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Say = Callable[[str], None]
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PartitionCheck:
+    """The row-count check of one partition (the module doc's rule)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    rows: int
+    registry_records: int
+    control_records: int
+    segments: int
+    partial_segments: tuple[int, ...] = ()
+    min_offset: int | None = None
+    max_offset: int | None = None
+
+    @property
+    def expected(self) -> int:
+        return self.registry_records - self.control_records
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.partial_segments:
+            out.append(f"segments {list(self.partial_segments)} lie only partly inside [{self.start}, {self.end}) (the registry changed since planning)")
+        if self.rows != self.expected:
+            out.append(
+                f"wrote {self.rows} rows, the registry counts {self.registry_records} records in {self.segments} segments"
+                f" minus {self.control_records} control records = {self.expected}"
+            )
+        if self.min_offset is not None and (self.min_offset < self.start or (self.max_offset or 0) >= self.end):
+            out.append(f"offsets {self.min_offset}..{self.max_offset} written, outside [{self.start}, {self.end})")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class BackfillResult:
+    output: str
+    offsets: list[OffsetRange]
+    checks: list[PartitionCheck] = field(default_factory=list)
+    rows: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+class BackfillCheckError(TieredKafkaError):
+    """The Parquet written does not hold what the registry says remote storage holds."""
+
+
+def expected_from_registry(segments: Sequence[SegmentEntry], start: int, end: int) -> tuple[int, int, tuple[int, ...]]:
+    """(records in the segments inside [start, end), how many segments, base offsets of those only partly inside)."""
+    records, count, partial = 0, 0, []
+    for segment in segments:
+        if segment.last_offset < start or segment.base_offset >= end:
+            continue
+        if segment.base_offset < start or segment.last_offset >= end:
+            partial.append(segment.base_offset)
+            continue
+        records += segment.record_count
+        count += 1
+    return records, count, tuple(partial)
+
+
+def backfill(
+    spark: SparkSession,
+    *,
+    gateway_url: str,
+    cluster: str,
+    topics: Sequence[str],
+    output: str,
+    registry: Registry,
+    token: str | None = None,
+    overwrite: bool = False,
+    fail_on_data_loss: bool = True,
+    say: Say = print,
+) -> BackfillResult:
+    """Run the three stages of the module doc; returns the checks (the caller decides the exit status)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    began = time.monotonic()
+    base_options = {
+        "subscribe": ",".join(topics),
+        "tiered.gateway.url": gateway_url,
+        "tiered.cluster": cluster,
+        "failOnDataLoss": str(fail_on_data_loss).lower(),
+    }
+    if token:
+        base_options["tiered.gateway.token"] = token
+
+    # 1. planning
+    say(f"[planning] topics {', '.join(topics)} on {gateway_url} (cluster {cluster})")
+    options = parse_options(base_options)
+    with GatewayClient(gateway_url, cluster, token=token) as client:
+        offsets = resolve_offsets(options, client)
+    for r in offsets:
+        say(f"[planning]   {r.topic}-{r.partition}: offsets {r.start}..{r.end - 1} ({r.count} offsets, ~{r.estimated_bytes / MIB:.1f} MiB)" if r.count else f"[planning]   {r.topic}-{r.partition}: nothing remote")
+    total = sum(r.estimated_bytes for r in offsets)
+    say(f"[planning] {sum(r.count for r in offsets)} offsets in {len(offsets)} partitions, ~{total / MIB:.1f} MiB remote")
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for r in offsets:
+        starting.setdefault(r.topic, {})[str(r.partition)] = r.start if r.count else -2
+        ending.setdefault(r.topic, {})[str(r.partition)] = r.end if r.count else -1
+
+    # 2. writing
+    reader = spark.read.format("tiered-kafka").options(**base_options)
+    df = (
+        reader.option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("tiered.includeControlRecords", "true")
+        .load()
+    )
+    to_read = [r for r in offsets if r.count]
+    observation = Observation("tiered-kafka-backfill")
+    control_columns = {
+        (r.topic, r.partition): f"control_{i}" for i, r in enumerate(to_read)
+    }
+    metrics = [
+        F.sum(F.when((F.col("topic") == t) & (F.col("partition") == p) & F.col("isControl"), 1).otherwise(0)).alias(name)
+        for (t, p), name in control_columns.items()
+    ] or [F.count(F.lit(1)).alias("rows_read")]
+    data = (
+        df.observe(observation, *metrics)
+        .filter(~F.col("isControl"))
+        .drop("isControl")
+        .withColumn("date", F.date_from_unix_date(F.floor(F.unix_micros(F.col("timestamp")) / 86_400_000_000).cast("int")))
+    )
+    say(f"[writing] Parquet to {output} (partitioned by topic, partition, date)")
+    with StageProgress(spark, "[writing]", say):
+        data.write.mode("overwrite" if overwrite else "errorifexists").partitionBy("topic", "partition", "date").parquet(output)
+    observed = observation.get
+    controls = {key: int(observed.get(name) or 0) for key, name in control_columns.items()}
+
+    # 3. counting
+    say("[counting] reading the Parquet back and comparing with the registry")
+    written = count_parquet(spark, output)
+    result = BackfillResult(output, offsets)
+    for r in offsets:
+        rows, low, high = written.get((r.topic, r.partition), (0, None, None))
+        segments = registry.segments(r.topic, r.partition)
+        records, n_segments, partial = expected_from_registry(segments, r.start, r.end) if r.count else (0, 0, ())
+        check = PartitionCheck(r.topic, r.partition, r.start, r.end, rows, records, controls.get((r.topic, r.partition), 0), n_segments, partial, low, high)
+        result.checks.append(check)
+        status = "ok" if check.ok else "MISMATCH: " + "; ".join(check.problems)
+        say(
+            f"[counting]   {r.topic}-{r.partition}: {rows} rows written, registry {records} records in {n_segments} segments"
+            f" - {check.control_records} control = {check.expected}: {status}"
+        )
+    unexpected = sorted(set(written) - {(r.topic, r.partition) for r in offsets})
+    for t, p in unexpected:
+        rows = written[(t, p)][0]
+        result.checks.append(PartitionCheck(t, p, 0, 0, rows, 0, 0, 0))
+        say(f"[counting]   {t}-{p}: {rows} rows written for a partition that was not planned: MISMATCH")
+    result.rows = sum(c.rows for c in result.checks)
+    result.seconds = time.monotonic() - began
+    bad = [c for c in result.checks if not c.ok]
+    say(
+        f"[done] {result.rows} rows in {len(result.checks)} partitions, {result.seconds:.1f} s: "
+        + ("row counts match the registry" if not bad else f"{len(bad)} partition(s) do not match the registry")
+    )
+    return result
+
+
+def count_parquet(spark: SparkSession, output: str) -> dict[tuple[str, int], tuple[int, int | None, int | None]]:
+    """(topic, partition) → (rows, min offset, max offset) of the Parquet under ``output``."""
+    from pyspark.sql import functions as F
+
+    # an explicit schema keeps topic names that look like numbers strings (no partition type inference)
+    frame: DataFrame = (
+        spark.read.schema("offset long, topic string, partition int, date date").option("basePath", output).parquet(output)
+    )
+    rows = frame.groupBy("topic", "partition").agg(F.count(F.lit(1)).alias("rows"), F.min("offset").alias("low"), F.max("offset").alias("high")).collect()
+    return {(row["topic"], int(row["partition"])): (int(row["rows"]), row["low"], row["high"]) for row in rows}
+
+
+class StageProgress:
+    """Prints Spark's progress (tasks done per active stage) at most every ``interval_s`` while a job runs."""
+
+    def __init__(self, spark: SparkSession, prefix: str, say: Say, interval_s: float = 1.0) -> None:
+        self._tracker = spark.sparkContext.statusTracker()
+        self._prefix = prefix
+        self._say = say
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tiered-kafka-progress", daemon=True)
+        self._last: dict[int, int] = {}
+
+    def __enter__(self) -> StageProgress:
+        self._began = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._poll()
+        for stage_id in sorted(self._last):
+            info = self._tracker.getStageInfo(stage_id)
+            if info is not None and self._last[stage_id] < info.numTasks:
+                self._report(stage_id, info)
+        self._say(f"{self._prefix} done in {time.monotonic() - self._began:.1f} s")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._poll()
+
+    def _poll(self) -> None:
+        try:
+            for stage_id in self._tracker.getActiveStageIds():
+                info = self._tracker.getStageInfo(stage_id)
+                if info is not None and self._last.get(stage_id) != info.numCompletedTasks:
+                    self._report(stage_id, info)
+        except Exception:  # the tracker is advisory; never let it break the job
+            return
+
+    def _report(self, stage_id: int, info: Any) -> None:
+        self._last[stage_id] = info.numCompletedTasks
+        self._say(
+            f"{self._prefix}   stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks done"
+            f" ({info.numActiveTasks} running, {time.monotonic() - self._began:.1f} s)"
+        )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="tiered-kafka-backfill",
+        description="Backfill topics' remote history (through the tiered-kafka gateway) into Parquet partitioned by topic, partition "
+        "and date, then check the row counts against the registry in Redis.",
+    )
+    parser.add_argument("--gateway-url", required=True, help="the gateway, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--cluster", required=True, help="the Kafka cluster's name in the gateway and the registry")
+    parser.add_argument("--topic", action="append", required=True, help="a topic to backfill (repeat for more)")
+    parser.add_argument("--output", required=True, help="the Parquet directory (any path Spark can write)")
+    parser.add_argument("--redis-url", required=True, help="the registry's Redis, e.g. redis://127.0.0.1:6379/0")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--token", default=None, help="bearer token for the gateway, when it has auth enabled")
+    parser.add_argument("--overwrite", action="store_true", help="replace what is under --output (default: fail if it exists)")
+    parser.add_argument(
+        "--allow-data-loss", action="store_true", help="skip gaps in remote storage with a warning (failOnDataLoss=false) instead of failing"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    import redis
+    from pyspark.sql import SparkSession
+
+    from tiered_kafka.spark.session import local_session
+
+    topics = list(dict.fromkeys(args.topic))
+    registry = Registry(redis.Redis.from_url(args.redis_url), args.cluster)
+    started_here = SparkSession.getActiveSession() is None
+    print(f"[spark] starting a session on {args.master} ...", flush=True)
+    spark = local_session(args.master, "tiered-kafka-backfill")
+    try:
+        result = backfill(
+            spark,
+            gateway_url=args.gateway_url,
+            cluster=args.cluster,
+            topics=topics,
+            output=args.output,
+            registry=registry,
+            token=args.token,
+            overwrite=args.overwrite,
+            fail_on_data_loss=not args.allow_data_loss,
+            say=lambda line: print(line, flush=True),
+        )
+    except Exception as err:  # a clear one-line cause, not a JVM stack trace
+        print(f"error: backfill failed: {_cause(err)}", file=sys.stderr)
+        return 1
+    finally:
+        if started_here:
+            spark.stop()
+    if not result.ok:
+        for check in result.checks:
+            for problem in check.problems:
+                print(f"error: {check.topic}-{check.partition}: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cause(err: BaseException) -> str:
+    """The most telling line of an error raised through Spark (the Python exception's own message)."""
+    text = str(err)
+    for line in reversed(text.splitlines()):
+        stripped = line.strip()
+        if stripped and ("Error:" in stripped or "Exception:" in stripped) and not stripped.startswith("at "):
+            return stripped
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

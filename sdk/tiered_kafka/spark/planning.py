@@ -1,0 +1,394 @@
+"""Driver-side planning of a ``tiered-kafka`` read: offsets resolved, read plans asked, Spark
+partitions balanced by bytes (no pyspark here; the gateway is reached through the SDK).
+
+Rules:
+
+1. **Partitions and offsets.** The partitions read come from the options (``subscribe``,
+   ``subscribePattern``, ``assign``) checked against the gateway's topics. For each, starting and
+   ending offsets are resolved against remote storage only (``options`` module doc): ``earliest``
+   is remote storage's first offset E, ``latest`` one past its last offset L. A starting offset
+   below E is data loss: an ``OffsetNotRemoteError`` unless ``failOnDataLoss=false`` (then a
+   warning and E). An offset past L + 1 is not remote (yet): always an error. Ending offsets are
+   exclusive. A start after the end is an ``OptionError``.
+2. **Number of Spark partitions** N = max(``minPartitions``, Kafka partitions with data to read,
+   ceil(bytes / ``maxBytesPerPartition``)), capped by the number of planned ranges (a batch is
+   never split, so a read of fewer batches than ``minPartitions`` gets fewer partitions).
+3. **Plans.** Each partition's offsets are planned through the gateway's plan endpoint from the
+   starting offset until the ending one (``next_offset`` chains the plans), in parallel over
+   partitions. Plans are asked with ``max_bytes`` = bytes / N / 4 (between 16 KiB and 64 MiB), so
+   ranges are small enough for N balanced partitions; the gateway cuts them on batch boundaries.
+   A ``plan.gap`` (or a plan starting after the asked offset) inside the read is a
+   ``RemoteGapError`` unless ``failOnDataLoss=false`` (a warning; the read goes on after the gap).
+   Remote storage ending before the ending offset (e.g. retention meanwhile) is an error.
+4. **Balancing.** The ranges, ordered by (topic, partition, offset), are cut into N contiguous
+   runs whose byte sizes are as equal as the range boundaries allow (each cut at the range
+   boundary nearest to k × bytes / N). A run may span two Kafka partitions; it is then read as
+   one *slice* per partition. Ranges are batch-aligned (read-plan contract), so no batch is split.
+5. **Exact offsets.** Every slice carries its partition's [start, end): the first range may start
+   at the batch holding ``start`` and the last may end after ``end``; the executor drops records
+   outside [start, end). Ranges are disjoint, so every offset is read exactly once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tiered_kafka.errors import OffsetNotRemoteError, RemoteGapError, RemoteReadError
+from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlannedRange
+from tiered_kafka.spark.options import (
+    EARLIEST,
+    LATEST,
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    OffsetSpec,
+    OptionError,
+    ReadOptions,
+    SpecificOffsets,
+    SpecificTimestamps,
+    TopicPartition,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MIN_PLAN_BYTES = 16 * 1024
+MAX_PLAN_BYTES = 64 * 1024 * 1024  # the gateway's default max_bytes_limit
+RANGES_PER_PARTITION = 4
+PLANNING_THREADS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Offsets [start, end) of one Kafka partition to read; ``estimated_bytes`` from remote storage's extent."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    estimated_bytes: int = 0
+
+    @property
+    def count(self) -> int:
+        return max(0, self.end - self.start)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeUnit:
+    """One planned, batch-aligned range of a segment object, within the read of ``offsets``."""
+
+    offsets: OffsetRange
+    object_key: str
+    planned: PlannedRange
+
+    @property
+    def size(self) -> int:
+        return self.planned.size
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Consecutive ranges of one Kafka partition read by one task; records outside [start, end) are dropped."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    ranges: tuple[tuple[str, PlannedRange], ...]  # (object key, range)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for _key, r in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTask:
+    """What one Spark task reads: slices, and how to reach the gateway to re-plan an expired URL."""
+
+    index: int
+    gateway_url: str
+    cluster: str
+    token: str | None
+    include_headers: bool
+    include_control_records: bool
+    slices: tuple[Slice, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.slices)
+
+
+@dataclass
+class SourcePlan:
+    """The outcome of planning: offsets per partition, the tasks, and what was skipped."""
+
+    offsets: list[OffsetRange]
+    tasks: list[ReadTask]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(t.size for t in self.tasks)
+
+    @property
+    def range_count(self) -> int:
+        return sum(len(s.ranges) for t in self.tasks for s in t.slices)
+
+
+def client_for(options: ReadOptions) -> GatewayClient:
+    return GatewayClient(options.gateway_url, options.cluster, token=options.token)
+
+
+def plan_source(options: ReadOptions, client: GatewayClient | None = None) -> SourcePlan:
+    """Plan the whole read (rules 1-4 of the module doc)."""
+    own = client is None
+    gateway = client_for(options) if client is None else client
+    try:
+        warnings: list[str] = []
+        offsets = resolve_offsets(options, gateway, warnings)
+        to_read = [r for r in offsets if r.count > 0]
+        estimated = sum(r.estimated_bytes for r in to_read)
+        n = partition_count(options, len(to_read), estimated)
+        max_bytes = plan_bytes(estimated, n)
+        unit_lists = _parallel(lambda r: collect_units(gateway, r, max_bytes, options.fail_on_data_loss, warnings), to_read)
+        units = [u for us in unit_lists for u in us]
+        n = min(partition_count(options, len(to_read), sum(u.size for u in units)), len(units))
+        tasks = make_tasks(units, n, options)
+        return SourcePlan(offsets, tasks, warnings)
+    finally:
+        if own:
+            gateway.close()
+
+
+# -- rule 1: offsets ------------------------------------------------------------------------------
+
+
+def resolve_offsets(options: ReadOptions, client: GatewayClient, warnings: list[str] | None = None) -> list[OffsetRange]:
+    """[start, end) for every partition read, in (topic, partition) order."""
+    sink = [] if warnings is None else warnings
+    partitions = options.topic_partitions(client.topics())
+    return _parallel(lambda tp: resolve_partition(options, client, tp, client.partition(*tp), sink), partitions)
+
+
+def resolve_partition(options: ReadOptions, client: GatewayClient, tp: TopicPartition, extent: PartitionExtent, warnings: list[str]) -> OffsetRange:
+    topic, partition = tp
+    remote = extent.remote
+    if remote is None or remote.segment_count == 0:
+        earliest, end_of_remote, total = None, None, 0
+    else:
+        earliest, end_of_remote, total = remote.earliest_offset, remote.latest_offset + 1, remote.total_bytes
+    start = _resolve(options, client, tp, options.starting, earliest, end_of_remote, warnings, starting=True)
+    end = _resolve(options, client, tp, options.ending, earliest, end_of_remote, warnings, starting=False)
+    if start is None or end is None or earliest is None or end_of_remote is None:
+        return OffsetRange(topic, partition, 0, 0, 0)
+    if start > end:
+        raise OptionError(
+            f"{topic}-{partition}: the starting offset {start} ({_describe(options.starting)}) is after the ending offset "
+            f"{end} ({_describe(options.ending)})"
+        )
+    estimated = total * (end - start) // max(1, end_of_remote - earliest)
+    return OffsetRange(topic, partition, start, end, estimated)
+
+
+def _resolve(
+    options: ReadOptions,
+    client: GatewayClient,
+    tp: TopicPartition,
+    spec: OffsetSpec,
+    earliest: int | None,
+    end_of_remote: int | None,
+    warnings: list[str],
+    *,
+    starting: bool,
+) -> int | None:
+    """One end of a partition's read; None when remote storage holds nothing of the partition."""
+    name = f"{tp[0]}-{tp[1]}"
+    if isinstance(spec, Earliest | Latest):
+        offset = EARLIEST if isinstance(spec, Earliest) else LATEST
+    elif isinstance(spec, SpecificOffsets):
+        offset = spec.offsets[tp]
+    else:
+        timestamp = spec.timestamp_ms if isinstance(spec, GlobalTimestamp) else spec.timestamps[tp]
+        found = None if earliest is None else client.offset_for_timestamp(tp[0], tp[1], timestamp)
+        if found is not None:
+            return found
+        if starting and options.no_match_start == "error" and earliest is not None:
+            raise OptionError(
+                f"option '{spec.option}': no record of {name} in remote storage has a timestamp >= {timestamp} "
+                "(set startingOffsetsByTimestampStrategy=latest to read nothing from such partitions)"
+            )
+        offset = LATEST
+    if earliest is None or end_of_remote is None:  # nothing of the partition is remote (any more)
+        if offset >= 0:
+            message = f"option '{'startingOffsets' if starting else 'endingOffsets'}': offset {offset} of {name} is not in remote storage, which holds nothing of {name}"
+            if options.fail_on_data_loss:
+                raise OffsetNotRemoteError(f"{message} (set failOnDataLoss=false to skip it)", offset=offset, earliest=None, latest=None)
+            _warn(warnings, f"{message}; skipped (failOnDataLoss=false)")
+        return None
+    if offset == EARLIEST:
+        return earliest
+    if offset == LATEST:
+        return end_of_remote
+    option = "startingOffsets" if starting else "endingOffsets"
+    if offset > end_of_remote:
+        raise OffsetNotRemoteError(
+            f"option '{option}': offset {offset} of {name} is past remote storage's end (its last offset is {end_of_remote - 1}); "
+            "the tiered-kafka source reads remote storage only",
+            offset=offset,
+            earliest=earliest,
+            latest=end_of_remote - 1,
+        )
+    if offset < earliest:
+        message = f"option '{option}': offset {offset} of {name} is below remote storage's earliest offset {earliest}: offsets {offset}..{earliest - 1} are lost"
+        if options.fail_on_data_loss:
+            raise OffsetNotRemoteError(f"{message} (set failOnDataLoss=false to read what remains)", offset=offset, earliest=earliest, latest=end_of_remote - 1)
+        _warn(warnings, f"{message}; reading from {earliest} (failOnDataLoss=false)")
+        return earliest
+    return offset
+
+
+def _describe(spec: OffsetSpec) -> str:
+    return "earliest" if isinstance(spec, Earliest) else "latest" if isinstance(spec, Latest) else f"option '{spec.option}'"
+
+
+# -- rule 2: how many Spark partitions -------------------------------------------------------------
+
+
+def partition_count(options: ReadOptions, kafka_partitions: int, total_bytes: int) -> int:
+    """N = max(minPartitions, Kafka partitions read, ceil(bytes / maxBytesPerPartition)); 0 when nothing is read."""
+    if kafka_partitions == 0:
+        return 0
+    return max(options.min_partitions or 0, kafka_partitions, math.ceil(total_bytes / options.max_bytes_per_partition))
+
+
+def plan_bytes(total_bytes: int, partitions: int) -> int:
+    """``max_bytes`` to ask plans with: a quarter of a balanced partition, within [16 KiB, 64 MiB]."""
+    if partitions <= 0:
+        return MAX_PLAN_BYTES
+    return int(min(MAX_PLAN_BYTES, max(MIN_PLAN_BYTES, total_bytes // (partitions * RANGES_PER_PARTITION))))
+
+
+# -- rule 3: plans -------------------------------------------------------------------------------------
+
+
+def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, fail_on_data_loss: bool, warnings: list[str]) -> list[RangeUnit]:
+    """The planned ranges covering [offsets.start, offsets.end), from successive plans."""
+    topic, partition, end = offsets.topic, offsets.partition, offsets.end
+    name = f"{topic}-{partition}"
+    units: list[RangeUnit] = []
+    offset = offsets.start
+    while offset < end:
+        try:
+            plan = client.plan(topic, partition, offset, max_bytes)
+        except OffsetNotRemoteError as err:
+            if err.past_the_end:
+                raise OffsetNotRemoteError(
+                    f"{name}: remote storage ends at offset {err.latest} while the read asks up to {end - 1} (deleted meanwhile?): {err}",
+                    offset=offset,
+                    earliest=err.earliest,
+                    latest=err.latest,
+                ) from err
+            if err.earliest is None or fail_on_data_loss:
+                raise OffsetNotRemoteError(
+                    f"{name}: offset {offset} is no longer in remote storage (retention meanwhile?){'' if err.earliest is None else f'; it now starts at {err.earliest}'}"
+                    + (" (set failOnDataLoss=false to read what remains)" if fail_on_data_loss else ""),
+                    offset=offset,
+                    earliest=err.earliest,
+                    latest=err.latest,
+                ) from err
+            _warn(warnings, f"{name}: offsets {offset}..{min(err.earliest, end) - 1} are no longer in remote storage; skipped (failOnDataLoss=false)")
+            offset = err.earliest
+            continue
+        first = plan.ranges[0].first_offset
+        if plan.gap is not None or first > offset:
+            gap_end = min(first, end) - 1
+            reason = plan.gap.reason if plan.gap is not None else "the plan starts after the asked offset"
+            message = f"{name}: remote storage lacks offsets {offset}..{gap_end} ({reason})"
+            if fail_on_data_loss:
+                raise RemoteGapError(
+                    f"{message}; set failOnDataLoss=false to skip it",
+                    topic=topic,
+                    partition=partition,
+                    start_offset=offset,
+                    end_offset=gap_end,
+                    reason=reason,
+                )
+            _warn(warnings, f"{message}; skipped (failOnDataLoss=false)")
+        for planned in plan.ranges:
+            if planned.first_offset >= end:
+                break
+            units.append(RangeUnit(offsets, plan.object_key, planned))
+        if plan.next_offset <= offset:
+            raise RemoteReadError(f"{name}: the gateway's plan at offset {offset} does not advance (next_offset {plan.next_offset})")
+        offset = plan.next_offset
+    return units
+
+
+# -- rule 4: balancing -------------------------------------------------------------------------------
+
+
+def balance(sizes: Sequence[int], n: int) -> list[tuple[int, int]]:
+    """Cut indexes 0..len(sizes) into min(n, len(sizes)) contiguous, non-empty runs [a, b) of
+    nearly equal total size: the k-th cut is the boundary nearest to k × total / n."""
+    count = len(sizes)
+    n = min(n, count)
+    if n <= 0:
+        return []
+    prefix = list(itertools.accumulate(sizes, initial=0))
+    total = prefix[-1]
+    cuts = [0]
+    for k in range(1, n):
+        target = total * k / n
+        i = bisect.bisect_left(prefix, target)
+        if i >= len(prefix) or (i > 0 and target - prefix[i - 1] <= prefix[i] - target):
+            i -= 1
+        cuts.append(min(max(i, cuts[-1] + 1), count - (n - k)))
+    cuts.append(count)
+    return list(itertools.pairwise(cuts))
+
+
+def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list[ReadTask]:
+    """``n`` tasks of contiguous units (ordered by topic, partition, offset), balanced by bytes."""
+    ordered = sorted(units, key=lambda u: (u.offsets.topic, u.offsets.partition, u.planned.first_offset))
+    tasks = []
+    for index, (a, b) in enumerate(balance([u.size for u in ordered], n)):
+        slices = []
+        for (_t, _p), group in itertools.groupby(ordered[a:b], key=lambda u: (u.offsets.topic, u.offsets.partition)):
+            members = list(group)
+            r = members[0].offsets
+            slices.append(Slice(r.topic, r.partition, r.start, r.end, tuple((u.object_key, u.planned) for u in members)))
+        tasks.append(
+            ReadTask(
+                index=index,
+                gateway_url=options.gateway_url,
+                cluster=options.cluster,
+                token=options.token,
+                include_headers=options.include_headers,
+                include_control_records=options.include_control_records,
+                slices=tuple(slices),
+            )
+        )
+    return tasks
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _parallel(function: Callable[[T], object], items: Iterable[T]) -> list:  # type: ignore[type-arg]
+    items = list(items)
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(min(PLANNING_THREADS, len(items)), thread_name_prefix="tiered-kafka-plan") as pool:
+        return list(pool.map(function, items))
+
+
+def _warn(warnings: list[str], message: str) -> None:
+    log.warning("tiered-kafka: %s", message)
+    warnings.append(message)

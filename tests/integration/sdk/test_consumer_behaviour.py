@@ -1,0 +1,187 @@
+"""TieredConsumer beyond one mode: mode switches mid-stream, a rebalance mid-read, a restart from
+committed offsets, read_committed over remote data, Pinterest-layout buckets, failures."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from tests.integration.sdk.test_consumer_modes import COUNT, PARTITIONS, check_exact, expected_offsets, read_all
+from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.flaky_proxy import FlakyProxy
+from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, tiered_stack
+from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, write_transactional_log
+from tiered_kafka.consumer import Mode, TieredConsumer
+from tiered_kafka.errors import RemoteReadError
+from tiered_kafka.format.record_batch import iter_records
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.keyspace import Keyspace
+from tiered_kafka.remote_read import decode_range, fetch_range
+from tiered_kafka_agent.agent import Agent
+
+pytestmark = pytest.mark.integration
+FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "kafka-segments"
+
+
+@pytest.fixture
+def retained(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket):
+    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) as stack:
+        create_tiered_topic(stack, "orders", PARTITIONS, retention_ms=1500)
+        stack.produce("orders", COUNT, PARTITIONS)
+        stack.wait_uploaded("orders", PARTITIONS)
+        yield stack, stack.wait_retention("orders", PARTITIONS)
+
+
+def test_mode_switches_mid_stream_hand_off_at_the_exact_offset(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    stack, log_starts = retained
+    consumer = TieredConsumer(stack.consumer_config("REMOTE_ONLY", **{"enable.auto.commit": False}))
+    consumer.assign([TopicPartition("orders", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got: dict[int, list] = {p: [] for p in range(PARTITIONS)}
+
+    def take(n: int) -> None:
+        want = {p: min(len(got[p]) + n, len(expected_offsets(p))) for p in range(PARTITIONS)}
+        for p, messages in read_all(consumer, {p: want[p] - len(got[p]) for p in range(PARTITIONS)}).items():
+            got[p].extend(messages)
+
+    try:
+        take(200)  # remote only
+        consumer.set_mode(Mode.KAFKA_PREFERRED)  # Kafka refuses (below its log start): remote again
+        take(200)
+        consumer.set_mode("REMOTE_PREFERRED")
+        take(max(log_starts.values()) - 400 + 100)  # past the log start: still remote while it holds them
+        consumer.set_mode(Mode.KAFKA_ONLY)  # the rest from Kafka
+        take(COUNT)
+        assert consumer.position([TopicPartition("orders", p) for p in range(PARTITIONS)])[0].offset == len(expected_offsets(0))
+    finally:
+        consumer.close()
+    check_exact(got)
+
+
+def test_a_rebalance_mid_read_loses_and_repeats_nothing(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    stack, _ = retained
+    config = stack.consumer_config("REMOTE_PREFERRED", **{"auto.commit.interval.ms": 60_000})
+    first = TieredConsumer(config)
+    assigned: dict[str, list[int]] = {"first": [], "second": []}
+    first.subscribe(["orders"], on_assign=lambda c, ps: assigned["first"].extend(p.partition for p in ps))
+    seen: list = []
+    try:
+        while len(seen) < 600:  # mid-read, both partitions started
+            seen.extend(m for m in first.consume(100, 0.5) if m.error() is None)
+        first.pause(first.assignment())  # hold the read here until the group rebalances (revoke forgets the pause)
+        second = TieredConsumer(config)
+        second.subscribe(["orders"], on_assign=lambda c, ps: assigned["second"].extend(p.partition for p in ps))
+        try:
+            for _ in range(2000):
+                if len(seen) >= COUNT:
+                    break
+                for consumer in (first, second):
+                    seen.extend(m for m in consumer.consume(200, 0.2) if m.error() is None)
+            assert assigned["second"], "the second consumer never got a partition"
+        finally:
+            second.close()
+    finally:
+        first.close()
+    by_partition = {p: [m.offset() for m in seen if m.partition() == p] for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        assert sorted(by_partition[p]) == expected_offsets(p), f"partition {p}: lost or repeated offsets"
+
+
+def test_a_restart_continues_from_the_committed_offsets(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    stack, _ = retained
+    config = stack.consumer_config("KAFKA_PREFERRED", **{"enable.auto.commit": False})
+    first = TieredConsumer(config)
+    first.subscribe(["orders"])
+    before = read_all(first, {0: 500, 1: 500})
+    first.commit(asynchronous=False)
+    first.close()
+    second = TieredConsumer(config)
+    second.subscribe(["orders"])
+    try:
+        after = read_all(second, {p: len(expected_offsets(p)) - len(before[p]) for p in range(PARTITIONS)})
+    finally:
+        second.close()
+    check_exact({p: before[p] + after[p] for p in range(PARTITIONS)})
+
+
+def test_read_committed_over_remote_data(tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="uploaded")
+    plog.close()
+    with gateway_server(settings, s3_server) as url:
+        for level, expected in (("read_committed", COMMITTED_OFFSETS), ("read_uncommitted", UNCOMMITTED_OFFSETS)):
+            consumer = TieredConsumer({"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": url, "tiered.cluster": settings.cluster, "isolation.level": level, "tiered.remote.poll.interval.ms": 100})
+            consumer.assign([TopicPartition("txn", 0, 0)])
+            try:
+                offsets = [m.offset() for m in read_all(consumer, {0: len(expected)}, max_polls=20)[0]]
+                assert offsets == expected, level
+                assert consumer.consume(10, 0.5) == []  # read_committed: p11 (19-20) has no marker remote yet
+                assert consumer.position([TopicPartition("txn", 0)])[0].offset == expected[-1] + 1
+            finally:
+                consumer.close()
+
+
+def test_a_bucket_in_pinterests_layout(tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    """Segments written by Pinterest's uploader (keyspace and Kafka files, no registry) read through the gateway."""
+    cluster, topic = "pinterestCluster", "test_topic_a"
+    keyspace = Keyspace("custom-prefix", cluster, 5)
+    logs = sorted((FIXTURES / f"{topic}-0").glob("*.log"))[:4]
+    expected = []
+    for log in logs:
+        for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
+            s3_server.client().put_object(Bucket=s3_bucket, Key=keyspace.segment_key(topic, 0, int(log.name[:20]), kind), Body=log.with_suffix(f".{kind.value}").read_bytes())
+        expected.extend((r.offset, r.value) for r in iter_records(log.read_bytes()))
+    manifest = json.loads((FIXTURES / "MANIFEST.json").read_text())
+    assert len(expected) == sum(manifest[f"{topic}-0"][log.name]["records"] for log in logs)
+    settings = agent_settings(tmp_path, redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "custom-prefix", "entropy_bits": 5})
+    with gateway_server(settings, s3_server) as url:
+        consumer = TieredConsumer({"tiered.storage.mode": "TIERED_STORAGE_ONLY", "kafka.cluster.id": cluster, "tiered.gateway.url": url, "offset.reset.policy": "EARLIEST"})
+        consumer.assign([TopicPartition(topic, 0)])
+        try:
+            got = read_all(consumer, {0: len(expected)}, max_polls=50)[0]
+        finally:
+            consumer.close()
+    assert [(m.offset(), m.value()) for m in got] == expected
+
+
+def test_an_unreachable_gateway_is_a_clear_error_and_nothing_is_skipped(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    stack, _ = retained
+    host, port = stack.gateway_url.removeprefix("http://").split(":")
+    proxy = FlakyProxy(host, int(port))
+    proxy.down = True
+    config = stack.consumer_config("REMOTE_ONLY", **{"tiered.gateway.url": proxy.endpoint_url, "tiered.remote.retries": 1, "tiered.remote.retry.backoff.ms": 10})
+    consumer = TieredConsumer(config)
+    consumer.assign([TopicPartition("orders", 0, 0)])
+    try:
+        with pytest.raises(RemoteReadError, match="failed after 2 attempts"):
+            for _ in range(50):
+                consumer.consume(100, 0.2)
+        assert consumer.position([TopicPartition("orders", 0)])[0].offset == 0
+        proxy.down = False  # the gateway is back: the same consumer goes on from where it was
+        assert [m.offset() for m in read_all(consumer, {0: 100})[0]][:100] == list(range(100))
+    finally:
+        consumer.close()
+        proxy.close()
+
+
+def test_an_expired_presigned_url_is_replanned(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, presign_ttl_s=1) as stack:
+        create_tiered_topic(stack, "ttl", 1)
+        stack.produce("ttl", 500)
+        stack.wait_uploaded("ttl")
+        client = GatewayClient(stack.gateway_url, stack.cluster)
+        plan = client.plan("ttl", 0, 10, 20_000)
+        planned = plan.ranges[0]
+        wait_for(lambda: plan.expires_at_ms < time.time() * 1000 - 1500, what="the URL to expire")
+        with pytest.raises(RemoteReadError):
+            client.fetch(planned)  # S3 refuses it now
+        batches = decode_range(fetch_range(client, "ttl", 0, planned), planned, object_key=plan.object_key)
+        assert batches[0].base_offset <= 10 <= batches[-1].last_offset
+        client.close()

@@ -1,0 +1,85 @@
+"""One local[2] SparkSession and one tiered stack (broker, agent, gateway) for every Spark test.
+
+Both are package-scoped: Spark's JVM takes ~10 s to start and the stack's data ~10 s to produce
+and upload, so the tests share them and only read (a test that changes the registry uses its own
+topic). The topic ``events`` holds records 0..EVENTS_COUNT-1 round-robin over EVENTS_PARTITIONS
+partitions (key ``k{i}``, value ``value_for(i)``), so offset o of partition p holds record
+i = o * EVENTS_PARTITIONS + p.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tiered_kafka_dev.broker.config import BrokerConfig
+from tiered_kafka_dev.broker.server import Broker, BrokerThread
+
+EVENTS = "events"
+EVENTS_PARTITIONS = 4
+EVENTS_COUNT = 4000
+GAPPY = "gappy"
+GAPPY_COUNT = 3000
+
+
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[TieredStack]:
+    root = tmp_path_factory.mktemp("spark-stack")
+    bucket = s3_server.create_bucket(f"spark-{uuid.uuid4().hex[:12]}")
+    started: list[BrokerThread] = []
+
+    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
+        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
+        started.append(thread)
+        return thread
+
+    try:
+        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as tiered:
+            create_tiered_topic(tiered, EVENTS, EVENTS_PARTITIONS)
+            create_tiered_topic(tiered, GAPPY, 1, segment_bytes=16_000)
+            tiered.produce(EVENTS, EVENTS_COUNT, EVENTS_PARTITIONS)
+            tiered.produce(GAPPY, GAPPY_COUNT, 1, **{"compression.type": "lz4"})
+            tiered.wait_uploaded(EVENTS, EVENTS_PARTITIONS)
+            tiered.wait_uploaded(GAPPY, 1)
+            yield tiered
+    finally:
+        for thread in reversed(started):
+            thread.stop()
+
+
+@pytest.fixture(scope="package")
+def spark() -> Iterator[Any]:
+    from tiered_kafka.spark.session import local_session
+
+    session = local_session("local[2]", "tiered-kafka-tests")
+    yield session
+    session.stop()
+
+
+def read_options(stack: TieredStack, **options: Any) -> dict[str, str]:
+    """The data source's options for ``stack`` plus ``options`` (values turned into strings)."""
+    return {"tiered.gateway.url": stack.gateway_url, "tiered.cluster": stack.cluster, **{k: str(v) for k, v in options.items()}}
+
+
+Expected = dict[int, tuple[bytes | None, bytes | None, int, int, list[tuple[str, bytes | None]]]]
+
+
+def records_on_disk(stack: TieredStack, topic: str, partition: int) -> Expected:
+    """offset → (key, value, timestamp ms, timestamp type, headers) of the partition's registered
+    segments, decoded from the broker's own files by the format core (not through the gateway)."""
+    from tiered_kafka.format.record_batch import iter_batches
+
+    out: Expected = {}
+    for segment in stack.registry.segments(topic, partition):
+        data = (stack.log_dir / f"{topic}-{partition}" / f"{segment.base_offset:020d}.log").read_bytes()
+        for batch in iter_batches(data):
+            if batch.magic >= 2 and batch.is_control:
+                continue
+            for record in batch:
+                out[record.offset] = (record.key, record.value, record.timestamp, record.timestamp_type, list(record.headers))
+    return out
