@@ -235,9 +235,9 @@ class TieredConsumer:
             self._stored.pop(tp, None)
         self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) in self._partitions)
         if kafka:
-            self._sync_kafka_assignment()
+            self._sync_kafka_assignment(revoking=True)
 
-    def _sync_kafka_assignment(self) -> None:
+    def _sync_kafka_assignment(self, revoking: bool = False) -> None:
         """The inner consumer is assigned exactly the partitions whose source is Kafka."""
         if self._inner is None:
             return
@@ -250,7 +250,9 @@ class TieredConsumer:
                 self._inner.incremental_unassign(gone)
             if new:
                 self._inner.incremental_assign(new)
-        elif current != wanted.keys():
+        elif not wanted and revoking:
+            self._inner.unassign()  # an eager revoke completes with unassign(), not an empty assign()
+        elif current != wanted.keys() or not current:
             self._inner.assign([TopicPartition(t, p, s.position) for (t, p), s in wanted.items()])
         paused = [TopicPartition(t, p) for (t, p), s in wanted.items() if s.paused]
         if paused:

@@ -3,7 +3,10 @@ committed offsets, read_committed over remote data, Pinterest-layout buckets, fa
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from tests.integration.sdk.test_consumer_modes import COUNT, PARTITIONS, check_exact, expected_offsets, read_all
 from tests.support.agent_env import agent_settings, registry_for, wait_for
 from tests.support.flaky_proxy import FlakyProxy
+from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, tiered_stack
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, write_transactional_log
 from tiered_kafka.consumer import Mode, TieredConsumer
@@ -185,3 +189,18 @@ def test_an_expired_presigned_url_is_replanned(start_dev_broker, tmp_path: Path,
         batches = decode_range(fetch_range(client, "ttl", 0, planned), planned, object_key=plan.object_key)
         assert batches[0].base_offset <= 10 <= batches[-1].last_offset
         client.close()
+
+
+def test_the_cli_cats_a_range_with_a_progress_bar(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    stack, _ = retained
+    command = [str(Path(sys.executable).parent / "tiered-kafka"), "cat", "orders", "1", "--gateway", stack.gateway_url, "--cluster", stack.cluster, "--from", "10", "--to", "700", "--progress"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["offset"] for r in lines] == list(range(10, 700))
+    for r in lines:  # values are not all UTF-8: those come base64-encoded
+        value = base64.b64decode(r["value"]) if r.get("value_encoding") == "base64" else r["value"].encode()
+        assert value == value_for(r["offset"] * 2 + 1) and r["key"] == f"k{r['offset'] * 2 + 1}"
+    assert "690/690" in result.stderr  # the progress bar's final state
+    usage = subprocess.run([*command[:3], "--from", "1"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "--gateway and --cluster" in usage.stderr

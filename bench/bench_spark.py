@@ -1,0 +1,199 @@
+"""Spark benchmark: the ``tiered-kafka`` data source's rows/s on local[2] beside local[1], and its
+MB/s beside raw presigned GETs of the same bytes.
+
+    .venv/bin/python bench/bench_spark.py [--mib 200] [--partitions 4] [--rounds 3]
+
+It starts Redis and SeaweedFS (the same launchers as the tests), writes a topic with the format
+core's log.dir writer (``--partitions`` partitions, ``--mib`` MiB in all of 1 KiB records with
+~10-byte keys, 16-record batches, ``--segment-mib`` segments, all rolled), has the agent
+(in-process, static leadership) upload and register them, and runs the gateway with uvicorn in a
+subprocess (``bench_gateway.gateway``). Then, in one run:
+
+1. **rows/s, local[2] beside local[1]**, the same offsets (the whole topic): for each master a
+   SparkSession is started (not timed), one full read warms it up (Python workers, the gateway's
+   caches, SeaweedFS), then ``--rounds`` timed reads, each a new DataFrame (so planning through
+   the gateway is included) written to Spark's ``noop`` sink (every column of every row is
+   materialised in the JVM; nothing is written). Reported: the best round. Goal: ratio >= 1.7.
+   This machine has 2 CPUs, shared by Spark's JVM, its Python workers, SeaweedFS and the gateway:
+   local[1] leaves the second CPU to SeaweedFS and the JVM, local[2] makes them compete.
+2. **MB/s beside raw presigned GETs**: the same ranges the data source reads (planned once with
+   the SDK), fetched with ``GatewayClient.fetch`` from 2 threads (local[2]'s parallelism), bytes
+   only; best of ``--rounds``. No goal: the ratio shows what decoding, Arrow and Spark cost on top
+   of moving the bytes. MB = 10^6 bytes of segment data as stored in S3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import redis
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+HERE = Path(__file__).resolve().parent
+MIB = 1024 * 1024
+TOPIC = "bench"
+RECORD_BYTES = 1024
+BATCH_RECORDS = 16
+
+
+def write_topic(log_dir: Path, partitions: int, total_bytes: int, segment_bytes: int) -> int:
+    """``partitions`` partition directories with ~total_bytes of batches in rolled segments; returns the records."""
+    from tiered_kafka.format.log_config import LogConfig
+    from tiered_kafka.format.log_writer import PartitionLog
+
+    text = b"the quick brown fox jumps over the lazy dog " * 12
+    now = int(time.time() * 1000)
+    payloads = []
+    for n in range(64):  # a few distinct batches, reused (the writer assigns offsets)
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for i in range(BATCH_RECORDS):
+            builder.append(i, timestamp=now + n, key=f"key-{n:03d}-{i:02d}".encode(), value=os.urandom(RECORD_BYTES // 2) + text[: RECORD_BYTES // 2], headers=[])
+        payloads.append(bytes(builder.build()))
+    per_partition = total_bytes // partitions
+    records = 0
+    for p in range(partitions):
+        plog = PartitionLog.create(log_dir / f"{TOPIC}-{p}", LogConfig(segment_bytes=segment_bytes, retention_ms=-1))
+        written = 0
+        while written < per_partition:
+            payload = payloads[(written // len(payloads[0])) % len(payloads)]
+            plog.append(payload)
+            written += len(payload)
+            records += BATCH_RECORDS
+        plog.roll()
+        plog.close()
+    return records
+
+
+def upload(log_dir: Path, redis_url: str, s3: Any, bucket: str, cluster: str, partitions: int) -> Any:
+    from bench_agent import settings_for  # the same agent settings as bench_agent.py
+
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_agent.agent import Agent
+
+    registry = Registry(redis.Redis.from_url(redis_url), cluster)
+    expected = {p: len(list((log_dir / f"{TOPIC}-{p}").glob("*.log"))) - 1 for p in range(partitions)}  # all but the (empty) active one
+    settings = settings_for(log_dir, redis_url, s3, bucket, cluster, 2)
+    with Agent(settings):  # type: ignore[arg-type]
+        deadline = time.monotonic() + 600
+        while any(len(registry.segments(TOPIC, p)) < n for p, n in expected.items()):
+            if time.monotonic() > deadline:
+                raise SystemExit("the agent did not upload every segment within 10 minutes")
+            time.sleep(0.1)
+    return settings, registry
+
+
+def spark_rounds(master: str, options: dict[str, str], rounds: int) -> list[float]:
+    """Seconds per timed read (after one warm-up read) on a fresh session on ``master``."""
+    from tiered_kafka.spark.session import local_session
+
+    spark = local_session(master, f"bench-{master}")
+    try:
+        def once() -> float:
+            started = time.perf_counter()
+            spark.read.format("tiered-kafka").options(**options).load().write.format("noop").mode("overwrite").save()
+            return time.perf_counter() - started
+
+        print(f"  {master}: warm-up read ...", file=sys.stderr, flush=True)
+        once()
+        times = []
+        for i in range(rounds):
+            times.append(once())
+            print(f"  {master}: round {i + 1}: {times[-1]:.2f} s", file=sys.stderr, flush=True)
+        return times
+    finally:
+        spark.stop()
+
+
+def raw_rounds(gateway_url: str, cluster: str, options: dict[str, str], rounds: int, threads: int) -> tuple[int, list[float]]:
+    """(bytes, seconds per round) fetching the data source's planned ranges through their presigned URLs."""
+    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.spark.options import parse_options
+    from tiered_kafka.spark.planning import plan_source
+
+    times = []
+    size = 0
+    for _ in range(rounds + 1):  # the first is a warm-up
+        with GatewayClient(gateway_url, cluster) as client:
+            plan = plan_source(parse_options(options), client)  # fresh URLs each round (not timed)
+            ranges = [planned for task in plan.tasks for piece in task.slices for _key, planned in piece.ranges]
+            size = sum(r.size for r in ranges)
+            started = time.perf_counter()
+            with ThreadPoolExecutor(threads) as pool:
+                fetched = sum(len(data) for data in pool.map(client.fetch, ranges))
+            times.append(time.perf_counter() - started)
+            if fetched != size:
+                raise SystemExit(f"fetched {fetched} bytes, planned {size}")
+    return size, times[1:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mib", type=int, default=200, help="MiB of record batches in all")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--segment-mib", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from bench_gateway import gateway  # the gateway on uvicorn in a subprocess
+
+    from tiered_kafka_dev.services import RedisServer, S3Server
+
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket("bench-spark")
+        log_dir = Path(tmp) / "logs"
+        print(f"writing {args.mib} MiB over {args.partitions} partitions, uploading with the agent ...", file=sys.stderr, flush=True)
+        records = write_topic(log_dir, args.partitions, args.mib * MIB, args.segment_mib * MIB)
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        agent, registry = upload(log_dir, redis_server.url, s3, bucket, cluster, args.partitions)
+        segments = [s for p in range(args.partitions) for s in registry.segments(TOPIC, p)]
+        stored = sum(s.size for s in segments)
+        assert sum(s.record_count for s in segments) == records, "the registry does not hold every record"
+        config = Path(tmp) / "gateway.json"
+        config.write_text(json.dumps({"clusters": {cluster: {
+            "redis_url": redis_server.url,
+            "s3": {"bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits, "endpoint_url": s3.endpoint_url,
+                   "region": s3.region, "access_key_id": s3.access_key, "secret_access_key": s3.secret_key},
+        }}}))
+        print("starting the gateway (uvicorn, 1 worker) ...", file=sys.stderr, flush=True)
+        port = stack.enter_context(gateway(config, 1))
+        url = f"http://127.0.0.1:{port}"
+        options = {"tiered.gateway.url": url, "tiered.cluster": cluster, "subscribe": TOPIC}
+
+        print("Spark reads ...", file=sys.stderr, flush=True)
+        one = spark_rounds("local[1]", options, args.rounds)
+        two = spark_rounds("local[2]", options, args.rounds)
+        print("raw presigned GETs ...", file=sys.stderr, flush=True)
+        raw_bytes, raw = raw_rounds(url, cluster, options, args.rounds, 2)
+        if raw_bytes != stored:
+            raise SystemExit(f"the plans cover {raw_bytes} bytes, the registered segments {stored}")
+
+    best1, best2, best_raw = min(one), min(two), min(raw)
+    rate1, rate2 = records / best1, records / best2
+    mb = stored / 1e6
+    print(f"spark benchmark: {records} records of {RECORD_BYTES} B ({mb:.0f} MB stored, {len(segments)} segments of ~{args.segment_mib} MiB, "
+          f"{args.partitions} partitions), best of {args.rounds} rounds after a warm-up, planning included; {os.cpu_count()} CPUs "
+          "shared with SeaweedFS and the gateway")
+    print(f"{'':26}{'seconds':>10}{'rows/s':>12}{'MB/s':>10}")
+    print(f"{'spark local[1]':26}{best1:>10.2f}{rate1:>12.0f}{mb / best1:>10.1f}")
+    print(f"{'spark local[2]':26}{best2:>10.2f}{rate2:>12.0f}{mb / best2:>10.1f}")
+    print(f"{'raw presigned GETs (2x)':26}{best_raw:>10.2f}{'':>12}{mb / best_raw:>10.1f}")
+    ratio = rate2 / rate1
+    print(f"rows/s local[2] / local[1]: {ratio:.2f}   goal >= 1.7: {'met' if ratio >= 1.7 else 'NOT met'}")
+    print(f"MB/s spark local[2] / raw presigned GETs: {best_raw / best2:.2f}   (no goal)")
+
+
+if __name__ == "__main__":
+    main()
