@@ -202,5 +202,5 @@ def test_the_cli_cats_a_range_with_a_progress_bar(retained: tuple[TieredStack, d
         value = base64.b64decode(r["value"]) if r.get("value_encoding") == "base64" else r["value"].encode()
         assert value == value_for(r["offset"] * 2 + 1) and r["key"] == f"k{r['offset'] * 2 + 1}"
     assert "690/690" in result.stderr  # the progress bar's final state
-    usage = subprocess.run([*command[:3], "--from", "1"], capture_output=True, text=True, timeout=60)
+    usage = subprocess.run([*command[:4], "--from", "1"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "--gateway and --cluster" in usage.stderr
