@@ -31,7 +31,11 @@ where the control records are counted during the same read (the data source's in
 ``Observation`` counts them per partition while the data rows are written, in one pass). A
 segment only partly inside the range (the registry changed since planning) makes the check fail:
 its share cannot be known from the registry. Also checked: every offset written lies in [E, L + 1).
-Exit status: 0 when every partition matches, 1 on a mismatch (each one named), 2 on bad arguments.
+Exit status: 0 when every partition matches, 1 on a mismatch (each one named) or a failed read,
+2 on bad arguments. ``--master local[N]`` (the default ``local[2]``) gets a loopback session
+(``session.local_session``); any other master a plain one, whose executors need
+``tiered-kafka[spark]`` installed. The output path is anything Spark can write (a local
+directory, ``s3a://`` with the Hadoop AWS jars, ...); counting reads it back through Spark.
 """
 
 from __future__ import annotations
@@ -320,7 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = Registry(redis.Redis.from_url(args.redis_url), args.cluster)
     started_here = SparkSession.getActiveSession() is None
     print(f"[spark] starting a session on {args.master} ...", flush=True)
-    spark = local_session(args.master, "tiered-kafka-backfill")
+    if args.master.startswith("local"):
+        spark = local_session(args.master, "tiered-kafka-backfill")
+    else:  # a cluster: its executors need tiered-kafka[spark] installed; no loopback settings
+        from tiered_kafka.spark.datasource import TieredKafkaDataSource
+
+        spark = SparkSession.builder.master(args.master).appName("tiered-kafka-backfill").getOrCreate()
+        spark.dataSource.register(TieredKafkaDataSource)
     try:
         result = backfill(
             spark,

@@ -27,7 +27,7 @@ def spark_environment() -> None:
 
 
 def local_session(master: str = "local[2]", app_name: str = "tiered-kafka", *, log_level: str = "ERROR", **conf: Any) -> SparkSession:
-    """A SparkSession on ``master`` (``local[N]`` here; any master URL works), with the data source registered.
+    """A SparkSession on ``master`` (``local[N]``: everything bound to loopback), with the data source registered.
 
     ``conf`` adds or overrides Spark settings (``spark.sql.shuffle.partitions`` is 4 unless given).
     If a session is active already, its configuration is left as it is (Spark's ``getOrCreate``).
@@ -44,7 +44,6 @@ def local_session(master: str = "local[2]", app_name: str = "tiered-kafka", *, l
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": "-Dlog4j.rootLogger=ERROR,console",
     }
     settings.update({key: str(value) for key, value in conf.items()})
     builder = SparkSession.builder.master(master).appName(app_name)

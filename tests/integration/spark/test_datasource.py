@@ -177,18 +177,20 @@ def presigned_urls(gateway_url: str) -> int:
 
 
 def test_expired_presigned_urls_are_replanned(spark: Any, stack: TieredStack, s3_server: Any, expected: dict[int, dict[int, Any]]) -> None:
-    with gateway_server(stack.agent, s3_server, presign_ttl_s=1) as url:
+    # TTL 3 s: SigV4 dates have whole seconds, so a URL lives between 2 and 3 s, ample for a re-planned
+    # fetch (milliseconds), while waiting 4.5 s expires every URL planned before
+    with gateway_server(stack.agent, s3_server, presign_ttl_s=3) as url:
         # SeaweedFS really refuses a presigned URL once it has expired
         with GatewayClient(url, stack.cluster) as client:
             plan = client.plan(EVENTS, 0, 0, 64 * 1024)
             assert client.fetch(plan.ranges[0])
-            time.sleep(2.5)
-            with pytest.raises(PresignedUrlError):
+            time.sleep(4.5)
+            with pytest.raises(PresignedUrlError, match="expired"):
                 client.fetch(plan.ranges[0])
 
         df = spark.read.format("tiered-kafka").options(**{**read_options(stack, subscribe=EVENTS, minPartitions=8), "tiered.gateway.url": url}).load()
-        first = collect(df)  # plans the DataFrame's partitions (URLs valid 1 s)
-        time.sleep(2.5)  # every URL planned for the DataFrame has expired now
+        first = collect(df)  # plans the DataFrame's partitions (URLs valid 3 s)
+        time.sleep(4.5)  # every URL planned for the DataFrame has expired now
         before = presigned_urls(url)
         second = collect(df)  # same partitions, same URLs: each refused, re-planned by the executor, read
         assert presigned_urls(url) > before  # the executors went back to the gateway for fresh URLs

@@ -1,0 +1,215 @@
+"""SDK benchmark: TieredConsumer (REMOTE_ONLY) beside confluent-kafka and beside raw presigned GETs.
+
+    .venv/bin/python bench/bench_sdk.py [--segments 4] [--segment-mib 32] [--rounds 3] [--prefetch-mib 64]
+
+Set-up: Redis and SeaweedFS (the tests' launchers); one partition written with the format core's
+log.dir writer (16-record batches of 1 KiB records, uncompressed, as ``bench_agent.py``), uploaded
+and registered by the agent; then, each in its own process so that none competes for the GIL of
+another: the gateway (uvicorn), the development broker serving the same log.dir, and each
+measured reader. Every figure reads the same records: offsets 0..L, the partition's rotated
+segments (what remote storage holds). Rounds alternate the readers; the best round of each counts.
+
+1. **records/s**: ``TieredConsumer`` in REMOTE_ONLY (``consume(1000)``, no Kafka at all) beside a
+   plain ``confluent_kafka.Consumer`` fetching the same offsets from the development broker.
+   Goal: ratio >= 1.0.
+2. **MB/s**: the same run's segment bytes over its time, beside a raw presigned GET of the same
+   bytes: plan the partition in order (8 MiB plans) and GET every range, one keep-alive
+   connection (httpx), no decoding. Goal: ratio >= 0.7.
+3. **peak RSS**: the SDK process's peak resident memory (``ru_maxrss``) above what it used before
+   reading, beside the configured prefetch budget (``tiered.prefetch.max.bytes``). Goal: within it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+MIB = 1024 * 1024
+TOPIC = "bench"
+HERE = Path(__file__).resolve().parent
+
+
+# -- the measured readers (each runs in a child process) ------------------------------------------
+def child_sdk(gateway_url: str, cluster: str, last: int, prefetch_bytes: int) -> dict[str, Any]:
+    from confluent_kafka import TopicPartition
+
+    from tiered_kafka.consumer import TieredConsumer
+
+    config = {"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": gateway_url, "tiered.cluster": cluster, "tiered.prefetch.max.bytes": prefetch_bytes}
+    consumer = TieredConsumer(config)
+    rss_before = _rss_bytes()
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    count, value_bytes, expected = 0, 0, 0
+    while expected <= last:
+        for message in consumer.consume(1000, 1.0):
+            if message.offset() != expected:
+                raise RuntimeError(f"offset {message.offset()} where {expected} was expected")
+            expected += 1
+            count += 1
+            value_bytes += len(message.value())
+            if expected > last:
+                break
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {"records": count, "elapsed": elapsed, "rss_before": rss_before, "rss_peak": _rss_bytes(), "value_bytes": value_bytes}
+
+
+def child_confluent(bootstrap: str, last: int) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    count, expected = 0, 0
+    while expected <= last:
+        for message in consumer.consume(1000, 1.0):
+            if message.error() is not None:
+                raise RuntimeError(str(message.error()))
+            if message.offset() != expected:
+                raise RuntimeError(f"offset {message.offset()} where {expected} was expected")
+            expected += 1
+            count += 1
+            if expected > last:
+                break
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {"records": count, "elapsed": elapsed}
+
+
+def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
+    import httpx
+
+    from tiered_kafka.gateway_client import GatewayClient
+
+    client = GatewayClient(gateway_url, cluster)
+    start = time.perf_counter()
+    total, offset = 0, 0
+    with httpx.Client(timeout=30) as s3:
+        while offset <= last:
+            plan = client.plan(TOPIC, 0, offset, 8 * MIB)
+            for r in plan.ranges:
+                total += len(s3.get(r.url, headers={"Range": r.range_header}).content)
+            offset = plan.next_offset
+    elapsed = time.perf_counter() - start
+    client.close()
+    return {"bytes": total, "elapsed": elapsed}
+
+
+def _rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def run_child(kind: str, *args: Any) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- set-up ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def dev_broker(log_dir: Path) -> Any:
+    """The development broker on ``log_dir`` in its own process; yields bootstrap.servers."""
+    output = log_dir.parent / "broker.out"
+    with output.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "tiered_kafka_dev.broker", "--log-dir", str(log_dir), "--port", "0"], stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "bootstrap.servers=" not in output.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the development broker did not start: {output.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield output.read_text().split("bootstrap.servers=")[1].split()[0]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segments", type=int, default=4)
+    parser.add_argument("--segment-mib", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--prefetch-mib", type=int, default=64)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        readers = {"sdk": child_sdk, "confluent": child_confluent, "raw": child_raw_get}
+        print(json.dumps(readers[args.child](*json.loads(args.child_args))))
+        return
+
+    sys.path.insert(0, str(HERE))
+    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402
+    from bench_gateway import gateway  # noqa: E402
+
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_dev.services import RedisServer, S3Server
+
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket("bench-sdk")
+        log_dir = Path(tmp) / "logs"
+        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
+        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, args.segments)
+        info = registry.partition_info(TOPIC, 0)
+        assert info is not None and info.segment_count == args.segments
+        last, segment_bytes = info.latest_offset, info.total_bytes
+        config = Path(tmp) / "gateway.json"
+        config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
+            "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
+        port = stack.enter_context(gateway(config, 1))
+        gateway_url = f"http://127.0.0.1:{port}"
+        bootstrap = stack.enter_context(dev_broker(log_dir))
+        print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
+        sdk, kafka, raw = [], [], []
+        for round_ in range(args.rounds):
+            sdk.append(run_child("sdk", gateway_url, cluster, last, args.prefetch_mib * MIB))
+            kafka.append(run_child("confluent", bootstrap, last))
+            raw.append(run_child("raw", gateway_url, cluster, last))
+            print(f"  round {round_ + 1}: sdk {sdk[-1]['elapsed']:.2f} s, confluent {kafka[-1]['elapsed']:.2f} s, raw GET {raw[-1]['elapsed']:.2f} s", file=sys.stderr, flush=True)
+        for r in raw:
+            assert r["bytes"] == segment_bytes, (r["bytes"], segment_bytes)
+        best_sdk = min(sdk, key=lambda r: r["elapsed"])
+        best_kafka = min(kafka, key=lambda r: r["elapsed"])
+        best_raw = min(raw, key=lambda r: r["elapsed"])
+        records = last + 1
+        sdk_rps, kafka_rps = records / best_sdk["elapsed"], records / best_kafka["elapsed"]
+        sdk_mbs, raw_mbs = segment_bytes / MIB / best_sdk["elapsed"], segment_bytes / MIB / best_raw["elapsed"]
+        rss_growth = max(r["rss_peak"] - r["rss_before"] for r in sdk)
+        budget = args.prefetch_mib * MIB
+        print(f"\n{records:,} records of 1 KiB, {segment_bytes / MIB:.1f} MiB in {args.segments} segments; best of {args.rounds} rounds\n")
+        print(f"{'figure':<34} {'measured':>14} {'reference':>14} {'ratio':>7}  goal")
+        rows = [
+            ("records/s: SDK vs confluent-kafka", sdk_rps, kafka_rps, sdk_rps / kafka_rps, 1.0),
+            ("MB/s: SDK vs raw presigned GET", sdk_mbs, raw_mbs, sdk_mbs / raw_mbs, 0.7),
+        ]
+        for name, measured, reference, ratio, goal in rows:
+            print(f"{name:<34} {measured:>14,.1f} {reference:>14,.1f} {ratio:>7.3f}  >= {goal}  {'ok' if ratio >= goal else 'MISSED'}")
+        print(f"{'peak RSS growth vs prefetch budget':<34} {rss_growth / MIB:>12.1f} Mi {budget / MIB:>12.1f} Mi {rss_growth / budget:>7.3f}  <= 1.0  {'ok' if rss_growth <= budget else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
