@@ -15,6 +15,9 @@ segments (what remote storage holds). Rounds alternate the readers; the best rou
 2. **MB/s**: the same run's segment bytes over its time, beside a raw presigned GET of the same
    bytes: plan the partition in order (8 MiB plans) and GET every range, one keep-alive
    connection (httpx), no decoding. Goal: ratio >= 0.7.
+CPU seconds (the reader's own, during the read; SeaweedFS's over the same run) are printed too:
+on one 2-CPU machine the S3 server competes with the reader, which the broker-side reference
+does not pay for in the same way.
 3. **peak RSS**: the SDK process's peak resident memory (``ru_maxrss``) above what it used before
    reading, beside the configured prefetch budget (``tiered.prefetch.max.bytes``). Goal: within it.
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -41,19 +44,25 @@ HERE = Path(__file__).resolve().parent
 
 
 # -- the measured readers (each runs in a child process) ------------------------------------------
-def child_sdk(gateway_url: str, cluster: str, last: int, prefetch_bytes: int) -> dict[str, Any]:
+def child_sdk(gateway_url: str, cluster: str, last: int, prefetch_bytes: int, parallelism: int) -> dict[str, Any]:
     from confluent_kafka import TopicPartition
 
     from tiered_kafka.consumer import TieredConsumer
 
-    config = {"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": gateway_url, "tiered.cluster": cluster, "tiered.prefetch.max.bytes": prefetch_bytes}
+    config = {"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": gateway_url, "tiered.cluster": cluster, "tiered.prefetch.max.bytes": prefetch_bytes, "tiered.prefetch.parallelism": parallelism}
     consumer = TieredConsumer(config)
-    rss_before = _rss_bytes()
-    start = time.perf_counter()
+    rss_before = _current_rss_bytes()
+    start = progressed = time.perf_counter()
+    cpu_start = time.process_time()
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     count, value_bytes, expected = 0, 0, 0
     while expected <= last:
-        for message in consumer.consume(1000, 1.0):
+        batch = consumer.consume(1000, 0.2)
+        if batch:
+            progressed = time.perf_counter()
+        elif time.perf_counter() - progressed > 30:
+            raise RuntimeError(f"no record for 30 s at offset {expected}")
+        for message in batch:
             if message.offset() != expected:
                 raise RuntimeError(f"offset {message.offset()} where {expected} was expected")
             expected += 1
@@ -62,19 +71,27 @@ def child_sdk(gateway_url: str, cluster: str, last: int, prefetch_bytes: int) ->
             if expected > last:
                 break
     elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
+    budget_peak = consumer._budget.peak  # noqa: SLF001 (what the prefetch reserved at most)
     consumer.close()
-    return {"records": count, "elapsed": elapsed, "rss_before": rss_before, "rss_peak": _rss_bytes(), "value_bytes": value_bytes}
+    return {"records": count, "elapsed": elapsed, "cpu_s": cpu_s, "rss_before": rss_before, "rss_peak": _rss_bytes(), "value_bytes": value_bytes, "budget_peak": budget_peak}
 
 
 def child_confluent(bootstrap: str, last: int) -> dict[str, Any]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
-    start = time.perf_counter()
+    start = progressed = time.perf_counter()
+    cpu_start = time.process_time()
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     count, expected = 0, 0
     while expected <= last:
-        for message in consumer.consume(1000, 1.0):
+        batch = consumer.consume(1000, 0.2)
+        if batch:
+            progressed = time.perf_counter()
+        elif time.perf_counter() - progressed > 30:
+            raise RuntimeError(f"no record for 30 s at offset {expected}")
+        for message in batch:
             if message.error() is not None:
                 raise RuntimeError(str(message.error()))
             if message.offset() != expected:
@@ -84,8 +101,9 @@ def child_confluent(bootstrap: str, last: int) -> dict[str, Any]:
             if expected > last:
                 break
     elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
     consumer.close()
-    return {"records": count, "elapsed": elapsed}
+    return {"records": count, "elapsed": elapsed, "cpu_s": cpu_s}
 
 
 def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
@@ -95,6 +113,7 @@ def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
 
     client = GatewayClient(gateway_url, cluster)
     start = time.perf_counter()
+    cpu_start = time.process_time()
     total, offset = 0, 0
     with httpx.Client(timeout=30) as s3:
         while offset <= last:
@@ -103,19 +122,41 @@ def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
                 total += len(s3.get(r.url, headers={"Range": r.range_header}).content)
             offset = plan.next_offset
     elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
     client.close()
-    return {"bytes": total, "elapsed": elapsed}
+    return {"bytes": total, "elapsed": elapsed, "cpu_s": cpu_s}
 
 
 def _rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    """Peak resident set size of this process so far: /proc's VmHWM (not getrusage's ru_maxrss,
+    which Linux carries over from the parent across fork and exec)."""
+    return _proc_status_kib("VmHWM") * 1024
+
+
+def _current_rss_bytes() -> int:
+    return _proc_status_kib("VmRSS") * 1024
+
+
+def _proc_status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (/proc/<pid>/stat utime, stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_child(kind: str, *args: Any) -> dict[str, Any]:
     out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 # -- set-up ------------------------------------------------------------------------------------------
@@ -147,6 +188,7 @@ def main() -> None:
     parser.add_argument("--segment-mib", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--prefetch-mib", type=int, default=64)
+    parser.add_argument("--parallelism", type=int, default=4, help="tiered.prefetch.parallelism")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -160,6 +202,7 @@ def main() -> None:
     from bench_gateway import gateway  # noqa: E402
 
     from tiered_kafka.registry import Registry
+    from tiered_kafka_dev.broker.storage import TOPICS_FILE
     from tiered_kafka_dev.services import RedisServer, S3Server
 
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
@@ -170,6 +213,8 @@ def main() -> None:
         log_dir = Path(tmp) / "logs"
         print(f"writing {args.segments} segments of ~{args.segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
         write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
+        # the development broker serves the topics its topic list names (it loads their logs from log.dir)
+        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
         cluster = f"bench-{uuid.uuid4().hex[:8]}"
         registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
         agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, args.segments)
@@ -185,10 +230,13 @@ def main() -> None:
         bootstrap = stack.enter_context(dev_broker(log_dir))
         print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
         sdk, kafka, raw = [], [], []
+        weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
         for round_ in range(args.rounds):
-            sdk.append(run_child("sdk", gateway_url, cluster, last, args.prefetch_mib * MIB))
-            kafka.append(run_child("confluent", bootstrap, last))
-            raw.append(run_child("raw", gateway_url, cluster, last))
+            for results, kind, child_args in ((sdk, "sdk", (gateway_url, cluster, last, args.prefetch_mib * MIB, args.parallelism)), (kafka, "confluent", (bootstrap, last)), (raw, "raw", (gateway_url, cluster, last))):
+                weed_before = process_cpu_s(weed_pid)
+                results.append(run_child(kind, *child_args))
+                results[-1]["s3_cpu_s"] = process_cpu_s(weed_pid) - weed_before
+            print(f"  round {round_ + 1}: sdk peak RSS growth {(sdk[-1]['rss_peak'] - sdk[-1]['rss_before']) / MIB:.1f} MiB, budget peak {sdk[-1]['budget_peak'] / MIB:.1f} MiB", file=sys.stderr)
             print(f"  round {round_ + 1}: sdk {sdk[-1]['elapsed']:.2f} s, confluent {kafka[-1]['elapsed']:.2f} s, raw GET {raw[-1]['elapsed']:.2f} s", file=sys.stderr, flush=True)
         for r in raw:
             assert r["bytes"] == segment_bytes, (r["bytes"], segment_bytes)
@@ -208,6 +256,9 @@ def main() -> None:
         ]
         for name, measured, reference, ratio, goal in rows:
             print(f"{name:<34} {measured:>14,.1f} {reference:>14,.1f} {ratio:>7.3f}  >= {goal}  {'ok' if ratio >= goal else 'MISSED'}")
+        print(f"{'CPU seconds of the best runs':<34} {'reader':>8} {'SeaweedFS':>10} {'wall':>6}")
+        for name, r in (("SDK", best_sdk), ("confluent-kafka (broker not counted)", best_kafka), ("raw presigned GET", best_raw)):
+            print(f"  {name:<32} {r['cpu_s']:>8.2f} {r['s3_cpu_s']:>10.2f} {r['elapsed']:>6.2f}")
         print(f"{'peak RSS growth vs prefetch budget':<34} {rss_growth / MIB:>12.1f} Mi {budget / MIB:>12.1f} Mi {rss_growth / budget:>7.3f}  <= 1.0  {'ok' if rss_growth <= budget else 'MISSED'}")
 
 

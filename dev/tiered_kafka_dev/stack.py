@@ -12,10 +12,14 @@ What it does today:
 6. starts the gateway (uvicorn, in-process) and reads through it as a client in any language
    would: a read plan whose first range is fetched through its presigned URL and decoded, and
    JSON records in REMOTE_PREFERRED mode, from remote storage and then from Kafka;
-7. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
+7. moves the broker's log start of partition 0 forward (DeleteRecords, as retention would) and
+   reads the whole topic with the SDK's ``TieredConsumer`` in each of the four modes, printing per
+   partition how many records came from remote storage and how many from Kafka;
+8. reads the topic with Spark through ``format("tiered-kafka")`` and backfills it to Parquet,
+   checking the row counts against the registry (``tiered_kafka_dev.spark_demo``; ``--no-spark``
+   skips it);
+9. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
    the gateway, the agent, then the broker, then the services.
-
-The SDK's consumer and the Spark data source join this flow as they are built.
 """
 
 from __future__ import annotations
@@ -232,6 +236,61 @@ def read_through_gateway(gateway_url: str, entries: dict[int, list[SegmentEntry]
     )
 
 
+def read_with_sdk(gateway_url: str, bootstrap: str, entries: dict[int, list[SegmentEntry]], high_watermarks: dict[int, int]) -> None:
+    """Read the whole demo topic from offset 0 in each of the SDK's four modes; print where each
+    partition's records came from. Kafka's log start of partition 0 is first moved past part of
+    what is remote (DeleteRecords, as retention would), so KAFKA_PREFERRED has to fall back."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tiered_kafka.consumer import Mode, TieredConsumer
+
+    log_start = entries[0][len(entries[0]) // 2].base_offset
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(DEMO_TOPIC, 0, log_start)]).values():
+        future.result(timeout=30)
+    print(f"moved the broker's log start of {DEMO_TOPIC}-0 to offset {log_start} (DeleteRecords, as retention would)")
+    for mode in Mode:
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"demo-sdk-{mode.value.lower()}",
+            "auto.offset.reset": "earliest",
+            "tiered.mode": mode.value,
+            "tiered.gateway.url": gateway_url,
+            "tiered.cluster": CLUSTER,
+        }
+        # REMOTE_ONLY reads what remote storage holds; the other modes read to the high watermark
+        want = {p: (entries[p][-1].last_offset + 1 if mode is Mode.REMOTE_ONLY else high_watermarks[p]) for p in entries}
+        if mode is Mode.KAFKA_ONLY:
+            want[0] -= log_start  # what Kafka still holds of partition 0
+        consumer = TieredConsumer(config)
+        consumer.subscribe([DEMO_TOPIC])
+        started = time.monotonic()
+        got: dict[int, list[int]] = {p: [] for p in entries}
+        try:
+            while any(len(got[p]) < want[p] for p in entries) and time.monotonic() - started < 120:
+                for message in consumer.consume(1000, 0.5):
+                    if message.error() is not None:
+                        raise DemoError(f"{mode.value}: {message.error()}")
+                    got[message.partition()].append(message.offset())
+            consumer.commit(asynchronous=False)
+            sources = consumer.delivered_by_source()
+        finally:
+            consumer.close()
+        parts = []
+        for p in sorted(entries):
+            offsets = got[p]
+            exact = offsets == list(range(offsets[0], offsets[0] + len(offsets))) if offsets else False
+            by = sources.get((DEMO_TOPIC, p), {})
+            parts.append(
+                f"{DEMO_TOPIC}-{p} offsets {offsets[0] if offsets else '-'}..{offsets[-1] if offsets else '-'} "
+                f"({len(offsets)} records{'' if exact else ', NOT contiguous'}: {by.get('remote', 0)} remote, {by.get('kafka', 0)} kafka)"
+            )
+            if not exact or len(offsets) < want[p]:
+                raise DemoError(f"{mode.value}: {DEMO_TOPIC}-{p} read {len(offsets)} records, expected {want[p]} in order")
+        print(f"SDK {mode.value:<16} " + "; ".join(parts) + f" in {time.monotonic() - started:.1f} s")
+
+
 def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.loads(response.read())
@@ -241,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiered_kafka_dev.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20_000, help="sample records to produce")
     parser.add_argument("--exit-after-demo", action="store_true", help="stop everything after the demo (smoke tests)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark part of the demo (it needs Java and ~40 s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -296,6 +356,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/docs)")
             exports["TIERED_KAFKA_GATEWAY_URL"] = gateway.url
             read_through_gateway(gateway.url, entries, args.records // 2)
+            print()
+            high_watermarks = {p: (args.records + DEMO_PARTITIONS - 1 - p) // DEMO_PARTITIONS for p in range(DEMO_PARTITIONS)}
+            read_with_sdk(gateway.url, bootstrap, entries, high_watermarks)
+            if not args.no_spark:
+                print()
+                from tiered_kafka_dev.spark_demo import spark_demo
+
+                spark_demo(gateway.url, CLUSTER, DEMO_TOPIC, redis_server.url, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-spark-"))))
             print()
             for key, value in exports.items():
                 print(f"export {key}={shlex.quote(value)}")

@@ -13,11 +13,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_stack_runs_the_demo_and_stops_cleanly() -> None:
+    """One run of the whole flow (it takes about a minute, Spark included), checked stage by stage."""
     result = subprocess.run(
         [sys.executable, "-m", "tiered_kafka_dev.stack", "--exit-after-demo", "--records", "6000"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
@@ -46,23 +47,32 @@ def test_stack_runs_the_demo_and_stops_cleanly() -> None:
     assert re.search(r"^  object_key   s3://[\w.-]+/tiered/[01]{3}/local/demo-[01]/\d{20}\.log  \(\d+ bytes in S3\)$", out, re.M), out
     assert re.search(r"^agent metrics: http://127\.0\.0\.1:\d+/metrics$", out, re.M)
 
-    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL"):
-        assert f"export {name}=" in out
-    assert not Path(kafka[1]).exists()  # the temporary log.dir is removed on exit
-
-
-def test_stack_reads_through_the_gateway() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "tiered_kafka_dev.stack", "--exit-after-demo", "--records", "4000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = result.stdout
+    # the gateway: a presigned range, then JSON records handed off from remote to Kafka
     assert re.search(r"^Gateway\s+http://127\.0\.0\.1:\d+", out, re.M)
     plan = re.search(r"offsets (\d+)\.\.(\d+)\) fetched through its presigned URL decodes to offsets (\d+)\.\.(\d+)", out)
     assert plan and plan[1] == plan[3] == "0" and plan[2] == plan[4]
     records = re.search(r"offsets \[(\d+), (\d+)\] came from remote, offsets \[(\d+), (\d+)\] from kafka", out)
     assert records and [int(x) for x in records.groups()] == list(range(int(records[1]), int(records[1]) + 4))
-    assert "export TIERED_KAFKA_GATEWAY_URL=" in out
+
+    # the SDK in each mode: every offset once, in order, from the sources the mode says
+    log_start = int(re.search(r"moved the broker's log start of demo-0 to offset (\d+)", out)[1])
+    sdk = {
+        m[1]: {int(p[1]): (int(p[2]), int(p[3]), int(p[4]), int(p[5]), int(p[6])) for p in re.finditer(r"demo-(\d) offsets (\d+)\.\.(\d+) \((\d+) records: (\d+) remote, (\d+) kafka\)", m[2])}
+        for m in re.finditer(r"^SDK (\w+)\s+(.*)$", out, re.M)
+    }
+    assert sorted(sdk) == ["KAFKA_ONLY", "KAFKA_PREFERRED", "REMOTE_ONLY", "REMOTE_PREFERRED"], out
+    for p, (count, last, _active) in partitions.items():
+        assert sdk["REMOTE_ONLY"][p] == (0, last, last + 1, last + 1, 0)
+        assert sdk["REMOTE_PREFERRED"][p] == (0, 2999, 3000, last + 1, 3000 - last - 1)
+    assert sdk["KAFKA_ONLY"][0] == (log_start, 2999, 3000 - log_start, 0, 3000 - log_start)
+    assert sdk["KAFKA_PREFERRED"][0] == (0, 2999, 3000, log_start, 3000 - log_start)  # remote until Kafka's log start
+    assert sdk["KAFKA_PREFERRED"][1] == sdk["KAFKA_ONLY"][1] == (0, 2999, 3000, 0, 3000)
+
+    # Spark: the data source reads what is remote, the backfill's Parquet matches the registry
+    for p, (count, last, _active) in partitions.items():
+        assert re.search(rf"^  demo-{p}: {last + 1} rows, offsets 0\.\.{last},", out, re.M), out
+    assert "check: row counts match the registry" in out
+
+    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL", "TIERED_KAFKA_GATEWAY_URL"):
+        assert f"export {name}=" in out
+    assert not Path(kafka[1]).exists()  # the temporary log.dir is removed on exit

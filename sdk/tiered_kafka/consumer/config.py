@@ -14,7 +14,8 @@ Ours (defaults in brackets):
     tiered.cluster                 the cluster name the gateway serves the topics under (required unless KAFKA_ONLY)
     tiered.prefetch.max.bytes      [67108864] memory for prefetched remote data, all partitions together
     tiered.prefetch.parallelism    [4] concurrent presigned GETs
-    tiered.plan.max.bytes          [8388608] bytes asked per read plan (one plan per gateway call)
+    tiered.plan.max.bytes          [4194304] bytes asked per read plan (one plan per gateway call; smaller
+                                   plans start the first GET sooner and keep GETs and decoding overlapped)
     tiered.remote.retries          [5] retries of a failed gateway call or GET before the error surfaces
     tiered.remote.retry.backoff.ms [100] first backoff (doubles each retry)
     tiered.gateway.timeout.ms      [10000] HTTP timeout of one gateway call or GET
@@ -114,7 +115,7 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
         cluster=None if cluster is None else str(cluster),
         prefetch_max_bytes=_int(rest, "tiered.prefetch.max.bytes", 64 * 2**20, minimum=2**16),
         prefetch_parallelism=_int(rest, "tiered.prefetch.parallelism", 4, minimum=1),
-        plan_max_bytes=_int(rest, "tiered.plan.max.bytes", 8 * 2**20, minimum=1024),
+        plan_max_bytes=_int(rest, "tiered.plan.max.bytes", 4 * 2**20, minimum=1024),
         remote_retries=_int(rest, "tiered.remote.retries", 5, minimum=0),
         remote_retry_backoff_s=_int(rest, "tiered.remote.retry.backoff.ms", 100, minimum=0) / 1000,
         gateway_timeout_s=_int(rest, "tiered.gateway.timeout.ms", 10_000, minimum=1) / 1000,

@@ -6,9 +6,11 @@ plans from the partition's position on and hands every planned range to a shared
 Fetched ranges queue up in offset order as ``Chunk``s; the consumer's thread takes them from the
 head only, so records come out in offset order whatever order the GETs complete in.
 
-Memory: every range reserves its size in the shared ``ByteBudget`` before its GET is issued and
-gives it back when the application has taken its records; after decoding, the reservation is
-raised to the decoded size when that is larger (compressed data). A reader always gets one range
+Memory: every range reserves ``IN_FLIGHT_FACTOR`` times its size in the shared ``ByteBudget``
+before its GET is issued (the response's chunks, the joined body and the decoded records coexist
+for a moment); after decoding, the reservation becomes the decoded records' size, which is given
+back when the application has taken them. ``tiered.prefetch.max.bytes`` covers the fetch threads
+too: ``THREAD_OVERHEAD`` each is taken off before the rest is shared by the data (``data_budget``). A reader always gets one range
 through, so the budget can be overshot by at most one range per partition; plans are asked in
 pieces of at most a fair share of the budget to keep that small.
 
@@ -33,6 +35,19 @@ from tiered_kafka.remote_read import DecodedBatch, decode_range, fetch_range
 
 log = logging.getLogger(__name__)
 MIN_PLAN_BYTES = 64 * 1024
+#: a range being fetched and decoded holds its bytes about three times over: the response's
+#: chunks, the joined body, and the decoded records (whose size replaces this after decoding)
+IN_FLIGHT_FACTOR = 3
+
+
+#: an allowance for what a fetch thread costs whatever the data (its allocator arena, socket and
+#: parser buffers); bench/bench_sdk.py prints the peak RSS beside the budget
+THREAD_OVERHEAD = 3 * 2**20
+
+
+def data_budget(prefetch_max_bytes: int, threads: int) -> int:
+    """The part of ``tiered.prefetch.max.bytes`` left for data once the fetch threads are paid for."""
+    return max(MIN_PLAN_BYTES * IN_FLIGHT_FACTOR, prefetch_max_bytes - threads * THREAD_OVERHEAD)
 
 
 class ByteBudget:
@@ -41,27 +56,33 @@ class ByteBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self.peak = 0  # the most ever reserved (a measure of the prefetch's memory)
         self.readers = 0
         self._cond = threading.Condition()
 
     def fair_share(self) -> int:
         return max(MIN_PLAN_BYTES, self.limit // max(1, self.readers))
 
-    def acquire(self, size: int, held_by_reader: int, stop: threading.Event) -> bool:
-        """Reserve ``size`` bytes (False when ``stop`` was set while waiting)."""
+    def acquire(self, size: int, held_by_reader: Callable[[], int], stop: threading.Event) -> bool:
+        """Reserve ``size`` bytes for a reader holding ``held_by_reader()`` (False when ``stop`` is set).
+
+        A reader holding nothing always gets its reservation, so every partition makes progress.
+        """
         with self._cond:
-            while held_by_reader > 0 and (self.used + size > self.limit or held_by_reader + size > self.fair_share()):
+            while (held := held_by_reader()) > 0 and (self.used + size > self.limit or held + size > self.fair_share()):
                 if stop.is_set():
                     return False
                 self._cond.wait(0.1)
             if stop.is_set():
                 return False
             self.used += size
+            self.peak = max(self.peak, self.used)
             return True
 
     def adjust(self, delta: int) -> None:
         with self._cond:
             self.used += delta
+            self.peak = max(self.peak, self.used)
             if delta < 0:
                 self._cond.notify_all()
 
@@ -171,7 +192,7 @@ class RemoteReader:
         try:
             while not self._stop.is_set():
                 try:
-                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // 2))
+                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * IN_FLIGHT_FACTOR)))
                     plan = self._client.plan(self.topic, self.partition, offset, max_bytes)
                 except OffsetNotRemoteError as err:
                     if err.past_the_end and self._tail:
@@ -183,11 +204,12 @@ class RemoteReader:
                 if plan.gap is not None:
                     self._push(Chunk(ChunkKind.GAP, plan.gap.start_offset, gap=plan.gap))
                 for planned in plan.ranges:
-                    if not self._budget.acquire(planned.size, self._held, self._stop):
+                    reserve = planned.size * IN_FLIGHT_FACTOR
+                    if not self._budget.acquire(reserve, lambda: self._held, self._stop):
                         return
                     with self._lock:
-                        self._held += planned.size
-                    chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=planned.size)
+                        self._held += reserve
+                    chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=reserve)
                     chunk.future = self._pool.submit(self._load, plan.object_key, planned, chunk)
                     chunk.future.add_done_callback(lambda _f: self._wake.set())
                     self._push(chunk)
@@ -213,10 +235,9 @@ class RemoteReader:
         batches = decode_range(data, planned, object_key=object_key)
         del data
         decoded = sum(self._convert(self.topic, self.partition, batch) for batch in batches)
-        extra = decoded - planned.size
-        if extra > 0:  # decompressed data is larger than what the budget reserved for it
-            self._budget.adjust(extra)
-            with self._lock:
-                self._held += extra
-                chunk.reserved += extra
+        delta = decoded - chunk.reserved  # from the in-flight reservation to what the records hold
+        self._budget.adjust(delta)
+        with self._lock:
+            self._held += delta
+            chunk.reserved += delta
         return batches
