@@ -14,7 +14,8 @@ install:
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The local stack: Redis, ZooKeeper, SeaweedFS S3 and the development Kafka broker doing its job; Ctrl-C stops it.
+# The local stack doing its job: Redis, ZooKeeper, SeaweedFS S3, the development Kafka broker, the agent,
+# the gateway, the SDK in its four modes and Spark; Ctrl-C stops it.
 run: install
 	$(PY) -m tiered_kafka_dev.stack
 
@@ -24,6 +25,8 @@ bench: install
 	$(PY) bench/bench_broker.py
 	$(PY) bench/bench_agent.py
 	$(PY) bench/bench_gateway.py
+	$(PY) bench/bench_sdk.py
+	$(PY) bench/bench_spark.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).
