@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 from tests.support.batches import Rec, build_control, build_v2
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
 from tiered_kafka.format.record_batch import ControlRecordType
+from tiered_kafka_agent.config import AgentSettings
 
 COMMITTED_OFFSETS = [0, 1, 2, 3, 4, 8, 13, 17]
 UNCOMMITTED_OFFSETS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 15, 16, 17, 19, 20, 21]
@@ -55,3 +57,18 @@ def write_transactional_log(directory: Path) -> PartitionLog:
     (directory / "00000000000000000000.txnindex").write_bytes(txn_entry(8, 5, 10, 5))
     (directory / "00000000000000000014.txnindex").write_bytes(txn_entry(9, 11, 14, 11) + txn_entry(10, 15, 18, 15))
     return plog
+
+
+def uploaded_transactional_log(tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str) -> AgentSettings:
+    """The log above as topic ``txn`` partition 0, uploaded and registered by the agent (segments 0
+    and 14; the active segment stays local); the agent's settings, for a gateway over it."""
+    from tests.support.agent_env import agent_settings, registry_for, wait_for
+    from tiered_kafka_agent.agent import Agent
+
+    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="transactional segments uploaded")
+    plog.close()
+    return settings

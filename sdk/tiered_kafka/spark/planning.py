@@ -52,7 +52,6 @@ from tiered_kafka.spark.options import (
     OptionError,
     ReadOptions,
     SpecificOffsets,
-    SpecificTimestamps,
     TopicPartition,
 )
 

@@ -9,10 +9,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import registry_for
 from tests.support.gateway_env import gateway_client, uploaded_partition
-from tests.support.transactions import write_transactional_log
-from tiered_kafka_agent.agent import Agent
+from tests.support.transactions import uploaded_transactional_log
 
 pytestmark = pytest.mark.integration
 
@@ -183,12 +182,8 @@ def test_bad_parameters_are_422(served) -> None:
 
 
 def test_read_committed_leaves_out_aborted_transactions(tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
-    with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="transactional segments uploaded")
-    plog.close()
     assert [s.files for s in registry.segments("txn", 0)] == [("log", "index", "timeindex", "txnindex")] * 2
     client = gateway_client(settings, s3_server)
 

@@ -14,11 +14,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from tests.integration.sdk.test_consumer_modes import COUNT, PARTITIONS, check_exact, expected_offsets, read_all
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, wait_for
 from tests.support.flaky_proxy import FlakyProxy
 from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, tiered_stack
-from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, write_transactional_log
+from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.consumer import Mode, TieredConsumer
 from tiered_kafka.errors import RemoteReadError
 from tiered_kafka.format.record_batch import iter_records
@@ -26,7 +26,6 @@ from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.remote_read import decode_range, fetch_range
-from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "kafka-segments"
@@ -113,12 +112,7 @@ def test_a_restart_continues_from_the_committed_offsets(retained: tuple[TieredSt
 
 
 def test_read_committed_over_remote_data(tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
-    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
-    registry = registry_for(settings)
-    with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="uploaded")
-    plog.close()
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
     with gateway_server(settings, s3_server) as url:
         for level, expected in (("read_committed", COMMITTED_OFFSETS), ("read_uncommitted", UNCOMMITTED_OFFSETS)):
             consumer = TieredConsumer({"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": url, "tiered.cluster": settings.cluster, "isolation.level": level, "tiered.remote.poll.interval.ms": 100})

@@ -11,11 +11,10 @@ import pyarrow.dataset as ds
 import pytest
 
 from tests.integration.spark.conftest import EVENTS, EVENTS_PARTITIONS, records_on_disk
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import registry_for
 from tests.support.stack_env import TieredStack, gateway_server
-from tests.support.transactions import UNCOMMITTED_OFFSETS, write_transactional_log
+from tests.support.transactions import UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.spark.backfill import backfill, expected_from_registry, main
-from tiered_kafka_agent.agent import Agent
 from tiered_kafka_dev.spark_demo import spark_demo
 
 pytestmark = pytest.mark.integration
@@ -87,12 +86,8 @@ def test_command_fails_when_the_registry_disagrees(spark: Any, stack: TieredStac
 
 def test_backfill_count_rule_with_control_records(spark: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
     """Markers at 9, 10, 14, 18 count in the registry's record_count but are not rows."""
-    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
-    with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="uploaded")
-    plog.close()
     output = tmp_path / "out"
     with gateway_server(settings, s3_server) as url:
         result = backfill(spark, gateway_url=url, cluster=settings.cluster, topics=["txn"], output=str(output), registry=registry, say=lambda _l: None)

@@ -14,14 +14,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tests.integration.spark.conftest import EVENTS, EVENTS_COUNT, EVENTS_PARTITIONS, GAPPY, GAPPY_COUNT, read_options, records_on_disk
-from tests.support.agent_env import agent_settings, registry_for, wait_for
 from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, gateway_server
-from tests.support.transactions import UNCOMMITTED_OFFSETS, write_transactional_log
+from tests.support.transactions import UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.errors import PresignedUrlError
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.gateway_client import GatewayClient
-from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
 
@@ -257,12 +255,7 @@ def test_bad_options_found_when_planning(spark: Any, stack: TieredStack) -> None
 
 def test_control_records_skipped_and_headers(spark: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
     """A hand-written log with transactions (markers at 9, 10, 14, 18) and headers: read like read_uncommitted."""
-    plog = write_transactional_log(tmp_path / "logs" / "txn-0")
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
-    registry = registry_for(settings)
-    with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="uploaded")
-    plog.close()
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
     with gateway_server(settings, s3_server) as url:
         options = {"tiered.gateway.url": url, "tiered.cluster": settings.cluster, "subscribe": "txn", "includeHeaders": "true", "minPartitions": "3"}
         rows = spark.read.format("tiered-kafka").options(**options).load().orderBy("offset").collect()
