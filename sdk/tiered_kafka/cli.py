@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
 
 from tiered_kafka.consumer import Mode, TieredConsumer
 from tiered_kafka.errors import TieredKafkaError
@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         config["bootstrap.servers"] = args.bootstrap_servers
     try:
         consumer = TieredConsumer(config)
-    except (TieredKafkaError, ValueError) as err:
+    except (TieredKafkaError, KafkaException, ValueError) as err:
         print(f"tiered-kafka: {err}", file=sys.stderr)
         return 2
     try:
         return _run(consumer, args, sys.stdout)
     except KeyboardInterrupt:
         return 0
-    except TieredKafkaError as err:
+    except (TieredKafkaError, KafkaException) as err:
         print(f"tiered-kafka: read failed: {err}", file=sys.stderr)
         return 1
     finally:

@@ -117,7 +117,8 @@ class GatewayRequestError(RemoteReadError):
 
 
 class PresignedUrlError(RemoteReadError):
-    """S3 refused a presigned GET (403): the URL expired or its signature is not accepted."""
+    """S3 refused a presigned GET: 403 (the URL expired or its signature is not accepted) or 404
+    (the object was removed after it was planned)."""
 
     retriable = True
 

@@ -12,8 +12,9 @@ Two HTTP connection pools (httpx, keep-alive):
 
 Retries: connection failures, timeouts and 5xx/429 answers are retried ``retries`` times with
 exponential backoff; then the last error is raised (``RemoteReadError``). A 4xx answer of the
-gateway is raised at once. A 403 from S3 is ``PresignedUrlError``: the caller re-plans (the URL
-expired) and tries once more before giving up.
+gateway is raised at once. A 403 from S3 (the URL expired) or a 404 (remote retention removed the
+object after it was planned) is ``PresignedUrlError``: the caller re-plans and tries once more; a
+re-plan of an offset no longer remote raises ``OffsetNotRemoteError``.
 """
 
 from __future__ import annotations
@@ -199,8 +200,8 @@ class GatewayClient:
 
         def attempt() -> bytes:
             response = self._s3.get(planned.url, headers={"Range": planned.range_header})
-            if response.status_code == 403:
-                raise PresignedUrlError(f"S3 refused the presigned GET of bytes {planned.start}..{planned.end} (403): {_s3_message(response)}")
+            if response.status_code in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
+                raise PresignedUrlError(f"S3 refused the presigned GET of bytes {planned.start}..{planned.end} ({response.status_code}): {_s3_message(response)}")
             if response.status_code >= 500 or response.status_code == 429:
                 raise _Retry(f"S3 answered {response.status_code} for bytes {planned.start}..{planned.end}")
             if response.status_code not in (200, 206):

@@ -59,17 +59,17 @@ class TieredStack:
             wait_for(lambda: set(rotated_bases(directory)) <= {s.base_offset for s in self.registry.segments(topic, p)}, what=f"{topic}-{p} uploaded")
 
     def wait_retention(self, topic: str, partitions: int = 1) -> dict[int, int]:
-        """Until the broker's retention has deleted every segment but the active one; log starts by partition."""
+        """Until the broker's retention has deleted the oldest segments (one pass deletes all it
+        will); the log start offsets by partition."""
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watermarks"})
         try:
             starts: dict[int, int] = {}
             for p in range(partitions):
-                directory = self.log_dir / f"{topic}-{p}"
 
                 def retained() -> bool:
                     low, _high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
                     starts[p] = low
-                    return low > 0 and not rotated_bases(directory)
+                    return low > 0
 
                 wait_for(retained, timeout_s=60, what=f"retention of {topic}-{p}")
             return starts
@@ -97,8 +97,11 @@ def gateway_server(agent: AgentSettings, s3_server: Any, bootstrap: str | None =
         server.stop()
 
 
-def create_tiered_topic(stack: TieredStack, topic: str, partitions: int = 1, retention_ms: int | None = None, segment_bytes: int = 100_000) -> None:
+def create_tiered_topic(stack: TieredStack, topic: str, partitions: int = 1, retention_bytes: int | None = None, segment_bytes: int = 100_000) -> None:
+    """A topic with small segments; ``retention_bytes`` makes the broker delete the oldest
+    segments beyond that size (size-based retention keeps a hot tail, unlike a short retention.ms,
+    under which Kafka also rolls and deletes the expired active segment)."""
     configs = {"segment.bytes": str(segment_bytes), "index.interval.bytes": "4096"}
-    if retention_ms is not None:
-        configs["retention.ms"] = str(retention_ms)
+    if retention_bytes is not None:
+        configs["retention.bytes"] = str(retention_bytes)
     create_topic(stack.bootstrap, topic, partitions, **configs)

@@ -1,10 +1,12 @@
 """TieredConsumer's configuration: confluent-kafka's keys, ours (``tiered.*``), and Pinterest's.
 
 Every key that is not ours goes to the wrapped ``confluent_kafka.Consumer`` unchanged (it
-validates them), except three that the SDK must apply itself because remote reads bypass
-librdkafka: ``auto.offset.reset``, ``enable.auto.offset.store`` and ``isolation.level`` are read
-here and librdkafka gets ``auto.offset.reset=error`` (so that OFFSET_OUT_OF_RANGE reaches us) and
-``enable.auto.offset.store=false`` (we store the offsets of records of either source).
+validates them), except those the SDK must apply itself because remote reads bypass librdkafka:
+``auto.offset.reset``, ``enable.auto.offset.store``, ``enable.auto.commit``,
+``auto.commit.interval.ms`` and ``isolation.level`` are read here, and librdkafka gets
+``auto.offset.reset=error`` (so that OFFSET_OUT_OF_RANGE reaches us),
+``enable.auto.offset.store=false`` and ``enable.auto.commit=false`` (we store and commit the
+offsets of records of either source).
 
 Ours (defaults in brackets):
 
@@ -65,6 +67,9 @@ class TieredConfig:
     gap_skip: bool
     auto_offset_reset: str  # earliest | latest | error
     auto_offset_store: bool
+    auto_commit: bool
+    auto_commit_interval_s: float
+    cooperative: bool  # incremental rebalancing: cooperative-sticky, or the KIP-848 consumer protocol
     read_committed: bool
     kafka: dict[str, Any]  # what the wrapped confluent_kafka.Consumer gets (None when no bootstrap.servers)
 
@@ -123,6 +128,9 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
         gap_skip=_choice(rest, "tiered.remote.gap.policy", ("error", "skip"), "error") == "skip",
         auto_offset_reset=reset,
         auto_offset_store=_bool(rest.pop("enable.auto.offset.store", True), "enable.auto.offset.store"),
+        auto_commit=_bool(rest.pop("enable.auto.commit", True), "enable.auto.commit"),
+        auto_commit_interval_s=_int(rest, "auto.commit.interval.ms", 5000, minimum=1) / 1000,
+        cooperative="cooperative" in str(rest.get("partition.assignment.strategy", "")) or str(rest.get("group.protocol", "classic")) == "consumer",
         read_committed=isolation == "read_committed",
         kafka=rest,
     )
@@ -135,7 +143,18 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
         raise ConfigError(f"mode {mode.value} reads from Kafka: set bootstrap.servers")
     if tiered.gateway_url is not None and not tiered.gateway_url.startswith(("http://", "https://")):
         raise ConfigError(f"tiered.gateway.url must start with http:// or https://, got {tiered.gateway_url!r}")
-    rest.update({"auto.offset.reset": "error", "enable.auto.offset.store": False})
+    if "enable.partition.eof" in rest:
+        rest["enable.partition.eof"] = _bool(rest["enable.partition.eof"], "enable.partition.eof")
+    from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
+
+    least = tiered.prefetch_parallelism * THREAD_OVERHEAD + 2**20
+    if mode is not Mode.KAFKA_ONLY and tiered.prefetch_max_bytes < least:
+        raise ConfigError(
+            f"tiered.prefetch.max.bytes: {tiered.prefetch_max_bytes} leaves no room for data with "
+            f"tiered.prefetch.parallelism={tiered.prefetch_parallelism}; give at least {least}"
+        )
+    # librdkafka reports OFFSET_OUT_OF_RANGE to us, lets us store offsets, and leaves commits to us
+    rest.update({"auto.offset.reset": "error", "enable.auto.offset.store": False, "enable.auto.commit": False})
     return tiered
 
 

@@ -59,7 +59,7 @@ from confluent_kafka import (
 
 from tiered_kafka.consumer.config import TieredConfig, parse_config
 from tiered_kafka.consumer.prefetch import ByteBudget, Chunk, ChunkKind, RemoteReader, data_budget
-from tiered_kafka.errors import ConfigError, RemoteGapError
+from tiered_kafka.errors import ConfigError, OffsetNotRemoteError, RemoteGapError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, Source
 from tiered_kafka.remote_read import DecodedBatch
@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 TP = tuple[str, int]
 Callback = Callable[[Any, list[TopicPartition]], None]
 _KAFKA_SERVICE_INTERVAL_S = 0.05  # serve the inner consumer (callbacks, heartbeats) at least this often
+KAFKA_BATCH = 500  # messages taken from librdkafka per call, whatever the caller asked
 _REMOTE_TS_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}
 _NO_TIMESTAMP = (TIMESTAMP_NOT_AVAILABLE, -1)
 #: bytes a delivered Message costs beyond its key and value (the object, two bytes headers, the
@@ -88,6 +89,8 @@ class _Partition:
     paused: bool = False
     switch_back_at: int | None = None  # KAFKA_PREFERRED on remote: Kafka's log start when it refused
     kafka_refused_below: int = -1  # Kafka's log start the last time it answered OFFSET_OUT_OF_RANGE
+    pending: bool = False  # assigned, but its start failed (retried by the next poll)
+    skip_to: int = -1  # past control/aborted records decided in remote data: the position once ready is empty
 
     @property
     def tp(self) -> TP:
@@ -104,13 +107,10 @@ class TieredConsumer:
     def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
         self._config: TieredConfig = parse_config({**config, **kwargs})
         self._mode = self._config.mode
-        kafka = dict(self._config.kafka)
-        self._auto_commit = str(kafka.pop("enable.auto.commit", True)).lower() == "true"
-        self._auto_commit_interval_s = int(kafka.get("auto.commit.interval.ms", 5000)) / 1000
-        kafka["enable.auto.commit"] = False
-        self._cooperative = "cooperative" in str(kafka.get("partition.assignment.strategy", ""))
-        self._partition_eof = str(kafka.get("enable.partition.eof", False)).lower() == "true"
-        self._inner: Consumer | None = Consumer(kafka) if self._config.has_kafka else None
+        self._auto_commit = self._config.auto_commit
+        self._auto_commit_interval_s = self._config.auto_commit_interval_s
+        self._cooperative = self._config.cooperative
+        self._inner: Consumer | None = Consumer(dict(self._config.kafka)) if self._config.has_kafka else None
         self._gateway: GatewayClient | None = None
         if self._config.gateway_url and self._config.cluster:
             self._gateway = GatewayClient(
@@ -135,6 +135,7 @@ class TieredConsumer:
         self._user_callbacks: dict[str, Callback | None] = {}
         self._in_rebalance = False
         self._assigned_in_callback = False
+        self._assignment_calls = 0  # assignment calls made on the inner consumer
         self._rr = 0
         self._deferred: Exception | None = None
         self._by_source: dict[TP, dict[str, int]] = {}
@@ -147,7 +148,10 @@ class TieredConsumer:
 
     def set_mode(self, mode: Mode | str) -> None:
         """Change the consumption mode now; each partition continues at its exact position."""
-        mode = Mode(mode.value if isinstance(mode, Mode) else str(mode).upper())
+        try:
+            mode = Mode(mode.value if isinstance(mode, Mode) else str(mode).upper())
+        except ValueError:
+            raise ConfigError(f"mode {mode!r} is not one of {', '.join(m.value for m in Mode)}") from None
         if mode is not Mode.KAFKA_ONLY and self._gateway is None:
             raise ConfigError(f"mode {mode.value} reads remote storage: this consumer has no tiered.gateway.url/tiered.cluster")
         if mode is not Mode.REMOTE_ONLY and self._inner is None:
@@ -164,8 +168,9 @@ class TieredConsumer:
         inner.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def unsubscribe(self) -> None:
+        inner = self._require_kafka("unsubscribe")
         self._drop(list(self._partitions))
-        self._require_kafka("unsubscribe").unsubscribe()
+        inner.unsubscribe()
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Replace the assignment; offsets may be absolute or logical (OFFSET_BEGINNING/END/STORED)."""
@@ -192,25 +197,47 @@ class TieredConsumer:
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in self._partitions]
 
-    def _on_assign(self, _inner: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
+        calls = self._assignment_calls
         self._callback("assign", partitions)
         if self._assigned_in_callback:
             self._assigned_in_callback = False
-            return
-        self._add(partitions)
+        else:
+            try:
+                self._add(partitions)
+            except Exception as err:  # e.g. the gateway is down: start these partitions on a later poll
+                for p in partitions:
+                    self._partitions.setdefault((p.topic, p.partition), _Partition(p.topic, p.partition, pending=True))
+                self._deferred = err
+        self._complete_rebalance(inner, calls, assign=True)
 
-    def _on_revoke(self, _inner: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
+        calls = self._assignment_calls
         self._callback("revoke", partitions)
-        if self._auto_commit:
-            self._commit_stored(asynchronous=False, only=[(p.topic, p.partition) for p in partitions])
         if self._assigned_in_callback:
             self._assigned_in_callback = False
-            return
-        self._drop([(p.topic, p.partition) for p in partitions])
+        else:
+            self._drop([(p.topic, p.partition) for p in partitions])
+        self._complete_rebalance(inner, calls, assign=False)
 
-    def _on_lost(self, _inner: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
+        calls = self._assignment_calls
         self._callback("lost" if self._user_callbacks.get("lost") else "revoke", partitions)
-        self._drop([(p.topic, p.partition) for p in partitions])
+        self._drop([(p.topic, p.partition) for p in partitions], commit=False)  # lost: no longer ours to commit
+        self._complete_rebalance(inner, calls, assign=False)
+
+    def _complete_rebalance(self, inner: Consumer, calls_before: int, assign: bool) -> None:
+        """A rebalance callback must end with one assignment call on the inner consumer, or the
+        binding makes its own with the whole list (which would fetch remote-read partitions)."""
+        if self._assignment_calls != calls_before:
+            return
+        self._assignment_calls += 1
+        if self._cooperative:
+            (inner.incremental_assign if assign else inner.incremental_unassign)([])
+        elif assign:
+            inner.assign(self._kafka_side())
+        else:
+            inner.unassign()
 
     def _callback(self, kind: str, partitions: list[TopicPartition]) -> None:
         callback = self._user_callbacks.get(kind)
@@ -225,43 +252,74 @@ class TieredConsumer:
     def _add(self, partitions: list[TopicPartition]) -> None:
         """Resolve start offsets, pick each partition's source, and update the inner assignment."""
         starts = self._resolve_starts(partitions)
+        fetching = {(p.topic, p.partition) for p in self._inner.assignment()} if self._inner is not None else set()
+        started = []
         for tp, offset in starts.items():
             state = self._partitions.get(tp) or _Partition(tp[0], tp[1])
+            state.pending = False
             self._partitions[tp] = state
+            self._purge_kafka_ready(tp)
             if offset is not None:
                 self._start(state, offset, update_assignment=False)
+                started.append(state)
         self._sync_kafka_assignment()
+        for state in started:  # already fetching in librdkafka: move it to the new position
+            if state.source is Source.KAFKA and state.tp in fetching and self._inner is not None:
+                self._seek_kafka(self._inner, state)
 
-    def _drop(self, tps: Sequence[TP], kafka: bool = True) -> None:
+    def _start_pending(self) -> None:
+        """Partitions whose start failed in a rebalance callback: start them now (from the committed offsets)."""
+        pending = [TopicPartition(t, p) for (t, p), s in self._partitions.items() if s.pending]
+        if pending:
+            self._add(pending)
+
+    def _drop(self, tps: Sequence[TP], kafka: bool = True, commit: bool = True) -> None:
+        """Forget partitions (committing their stored offsets first, with enable.auto.commit)."""
+        if commit and self._auto_commit and self._inner is not None:
+            self._commit_stored(asynchronous=False, only=list(tps))
         for tp in tps:
             state = self._partitions.pop(tp, None)
             if state is not None:
                 self._stop_remote(state)
             self._stored.pop(tp, None)
+            self._committed_stored.pop(tp, None)
         self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) in self._partitions)
         if kafka:
             self._sync_kafka_assignment(revoking=True)
+
+    def _kafka_side(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p, s.position) for (t, p), s in self._partitions.items() if s.source is Source.KAFKA and s.position is not None]
 
     def _sync_kafka_assignment(self, revoking: bool = False) -> None:
         """The inner consumer is assigned exactly the partitions whose source is Kafka."""
         if self._inner is None:
             return
-        wanted = {tp: s for tp, s in self._partitions.items() if s.source is Source.KAFKA and s.position is not None}
+        wanted = {(p.topic, p.partition): p for p in self._kafka_side()}
         current = {(p.topic, p.partition) for p in self._inner.assignment()}
         if self._cooperative:
             gone = [TopicPartition(t, p) for t, p in current - wanted.keys()]
-            new = [TopicPartition(t, p, wanted[(t, p)].position) for t, p in wanted.keys() - current]
+            new = [wanted[tp] for tp in wanted.keys() - current]
             if gone:
+                self._assignment_calls += 1
                 self._inner.incremental_unassign(gone)
             if new:
+                self._assignment_calls += 1
                 self._inner.incremental_assign(new)
         elif not wanted and revoking:
+            self._assignment_calls += 1
             self._inner.unassign()  # an eager revoke completes with unassign(), not an empty assign()
         elif current != wanted.keys() or not current:
-            self._inner.assign([TopicPartition(t, p, s.position) for (t, p), s in wanted.items()])
-        paused = [TopicPartition(t, p) for (t, p), s in wanted.items() if s.paused]
+            self._assignment_calls += 1
+            self._inner.assign(list(wanted.values()))
+        paused = [TopicPartition(t, p) for t, p in wanted if self._partitions[(t, p)].paused]
         if paused:
             self._inner.pause(paused)
+
+    def _purge_kafka_ready(self, tp: TP) -> None:
+        """Forget Kafka messages of ``tp`` fetched before its position, source or pause changed
+        (librdkafka fetches them again from the position)."""
+        if any((m.topic(), m.partition()) == tp for m in self._kafka_ready):
+            self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) != tp)
 
     # -- where a partition starts -------------------------------------------------------------------
     def _resolve_starts(self, partitions: list[TopicPartition]) -> dict[TP, int | None]:
@@ -294,7 +352,7 @@ class TieredConsumer:
         it that a tier holds — forward, as Kafka resets to its log start, never back to re-read.
         """
         if self._config.auto_offset_reset == "earliest":
-            if offset is None:
+            if offset is None or offset >= self._latest(tp):  # past the end: from the start, as Kafka does
                 return self._earliest(tp)
             ahead = [o for o in self._first_offsets(tp) if o > offset]
             target = min(ahead) if ahead else self._latest(tp)
@@ -357,13 +415,15 @@ class TieredConsumer:
 
     def _restart(self, state: _Partition, offset: int) -> None:
         self._stop_remote(state)
+        self._purge_kafka_ready(state.tp)
         state.switch_back_at = None
         self._start(state, offset)
 
     def _to_remote(self, state: _Partition, offset: int, update_assignment: bool = True) -> None:
         assert self._gateway is not None
         self._stop_remote(state)
-        state.position, state.source = offset, Source.REMOTE
+        self._purge_kafka_ready(state.tp)
+        state.position, state.source, state.skip_to = offset, Source.REMOTE, -1
         state.committed_filter = CommittedFilter() if self._config.read_committed else None
         state.reader = RemoteReader(
             self._gateway,
@@ -384,6 +444,7 @@ class TieredConsumer:
 
     def _to_kafka(self, state: _Partition, offset: int, update_assignment: bool = True) -> None:
         self._stop_remote(state)
+        self._purge_kafka_ready(state.tp)
         state.position, state.source, state.switch_back_at = offset, Source.KAFKA, None
         log.debug("%s-%d: reading Kafka from offset %d", state.topic, state.partition, offset)
         if update_assignment:
@@ -402,12 +463,12 @@ class TieredConsumer:
         except KafkaException as err:
             if err.args[0].code() != KafkaError._STATE:
                 raise
+            self._assignment_calls += 1
             if self._cooperative:
                 inner.incremental_unassign([TopicPartition(state.topic, state.partition)])
                 inner.incremental_assign([target])
             else:
-                kafka = {tp: s for tp, s in self._partitions.items() if s.source is Source.KAFKA and s.position is not None}
-                inner.assign([TopicPartition(t, p, s.position) for (t, p), s in kafka.items()])
+                inner.assign(self._kafka_side())
 
     def _stop_remote(self, state: _Partition) -> None:
         if state.reader is not None:
@@ -417,7 +478,13 @@ class TieredConsumer:
         state.committed_filter = None
 
     def _kafka_out_of_range(self, state: _Partition, failed_offset: int, error: Message) -> None:
-        """OFFSET_OUT_OF_RANGE from Kafka at ``state.position``: remote storage, or auto.offset.reset."""
+        """OFFSET_OUT_OF_RANGE from Kafka at ``state.position``: remote storage, or auto.offset.reset.
+
+        In the modes that read both tiers, an offset below Kafka's log start that remote storage
+        does not hold either, with data after it, is a gap between the tiers: handled by
+        tiered.remote.gap.policy (RemoteGapError, or a logged skip to the next offset a tier holds),
+        never by a silent reset to the end.
+        """
         offset = state.position if state.position is not None else failed_offset
         low, high = self._watermarks(state.tp)
         if offset < low and self._mode in (Mode.KAFKA_PREFERRED, Mode.REMOTE_PREFERRED):
@@ -426,6 +493,18 @@ class TieredConsumer:
             if remote is not None and remote.holds(offset):
                 self._to_remote(state, offset)
                 state.switch_back_at = low if self._mode is Mode.KAFKA_PREFERRED else None
+                return
+            if remote is not None and remote.earliest_offset <= offset:  # remote ended below Kafka's log start
+                gap_end = low - 1
+                if not self._config.gap_skip:
+                    raise RemoteGapError(
+                        f"{state.topic}-{state.partition}: offsets {offset}..{gap_end} are in neither remote storage "
+                        f"(which ends at {remote.latest_offset}) nor Kafka (whose log starts at {low}); "
+                        "seek past them or set tiered.remote.gap.policy=skip",
+                        topic=state.topic, partition=state.partition, start_offset=offset, end_offset=gap_end, reason="between tiers",
+                    )
+                log.warning("%s-%d: skipping offsets %d..%d, in neither tier", state.topic, state.partition, offset, gap_end)
+                self._restart(state, low)
                 return
         if self._config.auto_offset_reset == "error":
             self._errors.append(error)
@@ -450,6 +529,7 @@ class TieredConsumer:
             error, self._deferred = self._deferred, None
             raise error
         deadline = math.inf if timeout is None or timeout < 0 else time.monotonic() + timeout
+        self._start_pending()
         out: list[Message] = []
         while True:
             now = time.monotonic()
@@ -480,20 +560,19 @@ class TieredConsumer:
         if self._inner is None:
             return
         self._last_kafka_service = time.monotonic()
-        for message in self._inner.consume(limit, timeout):
+        out_of_range = []
+        for message in self._inner.consume(max(limit, KAFKA_BATCH), timeout):  # every message is queued first
             error = message.error()
-            if error is None:
+            if error is None or error.code() == KafkaError._PARTITION_EOF:
                 self._kafka_ready.append(message)
-                continue
-            state = self._partitions.get((message.topic(), message.partition())) if message.topic() else None
-            if error.code() == KafkaError._AUTO_OFFSET_RESET and state is not None:
-                if state.source is Source.KAFKA:
-                    self._kafka_out_of_range(state, message.offset(), message)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                if state is not None and state.source is Source.KAFKA:
-                    self._kafka_ready.append(message)
+            elif error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic():
+                out_of_range.append(message)
             else:
                 self._errors.append(message)
+        for message in out_of_range:  # may call the gateway and raise: nothing fetched is lost by that
+            state = self._partitions.get((message.topic(), message.partition()))
+            if state is not None and state.source is Source.KAFKA:
+                self._kafka_out_of_range(state, message.offset(), message)
 
     def _collect(self, out: list[Message], limit: int) -> None:
         """Ready messages into ``out``: errors first, then Kafka's, then remote ones round-robin."""
@@ -504,8 +583,9 @@ class TieredConsumer:
             state = self._partitions.get((message.topic(), message.partition()))
             if state is None or state.source is not Source.KAFKA or state.position is None or state.paused:
                 continue  # fetched before a switch, a pause or a revoke: it will be fetched again at the position
-            if message.error() is not None:
-                out.append(message)
+            if message.error() is not None:  # _PARTITION_EOF (enable.partition.eof)
+                if message.offset() >= state.position:
+                    out.append(message)
                 continue
             offset = message.offset()
             if offset < state.position:
@@ -524,7 +604,16 @@ class TieredConsumer:
 
     def _collect_remote(self, state: _Partition, out: list[Message], limit: int) -> None:
         start = len(out)
+        try:
+            self._take_remote(state, out, limit)
+        finally:
+            if len(out) > start:
+                self._delivered(state)
+
+    def _take_remote(self, state: _Partition, out: list[Message], limit: int) -> None:
         while len(out) < limit and state.source is Source.REMOTE:
+            if not state.ready and state.position is not None and state.skip_to > state.position:
+                state.position = state.skip_to  # past trailing control or aborted records, as Kafka's position
             if not state.ready and not self._advance(state):
                 break
             take = min(len(state.ready), limit - len(out))
@@ -535,8 +624,6 @@ class TieredConsumer:
                 self._count(state, Source.REMOTE, take)
             if state.switch_back_at is not None and state.position is not None and state.position >= state.switch_back_at:
                 self._to_kafka(state, state.position)  # KAFKA_PREFERRED: caught up with Kafka's log start
-        if len(out) > start:
-            self._delivered(state)
 
     def _advance(self, state: _Partition) -> bool:
         """Move the partition's next ready chunk into ``state.ready``; False when none is ready."""
@@ -561,6 +648,10 @@ class TieredConsumer:
         assert chunk.future is not None and state.position is not None
         try:
             batches = chunk.future.result()
+        except OffsetNotRemoteError as err:  # the segment left remote storage after it was planned
+            reader.release(chunk)
+            self._end_of_remote(state, Chunk(ChunkKind.END if err.past_the_end else ChunkKind.BELOW_START, state.position))
+            return
         except BaseException:
             reader.release(chunk)
             self._stop_remote(state)
@@ -575,6 +666,8 @@ class TieredConsumer:
                 ready.extend(records)  # the common case: the whole batch is wanted
             else:
                 ready.extend(m for m in records if m.offset() >= position)
+            if state.committed_filter is None or state.committed_filter.first_held_offset is None:
+                state.skip_to = max(state.skip_to, batch.last_offset + 1)
         reader.release(chunk)
 
     def _end_of_remote(self, state: _Partition, chunk: Chunk) -> None:
@@ -627,9 +720,15 @@ class TieredConsumer:
 
     # -- offsets --------------------------------------------------------------------------------------
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
-        if message is not None:
-            self._stored[(message.topic(), message.partition())] = message.offset() + 1
-        for p in offsets or []:
+        """As librdkafka: only with enable.auto.offset.store=false, only for assigned partitions."""
+        if self._config.auto_offset_store:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "store_offsets() requires enable.auto.offset.store=false"))
+        wanted = [] if message is None else [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
+        wanted += offsets or []
+        for p in wanted:
+            if (p.topic, p.partition) not in self._partitions:
+                raise KafkaException(KafkaError(KafkaError._STATE, f"{p.topic}-{p.partition} is not assigned: its offset cannot be stored"))
+        for p in wanted:
             self._stored[(p.topic, p.partition)] = p.offset
 
     def commit(self, message: Message | None = None, offsets: list[TopicPartition] | None = None, asynchronous: bool = True) -> list[TopicPartition] | None:
@@ -642,8 +741,9 @@ class TieredConsumer:
             if not offsets:
                 raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets stored to commit"))
         result = inner.commit(offsets=offsets, asynchronous=asynchronous)
-        for p in offsets:
-            self._committed_stored[(p.topic, p.partition)] = p.offset
+        if not asynchronous:  # an async commit may still fail: auto-commit sends those offsets again
+            for p in offsets:
+                self._committed_stored[(p.topic, p.partition)] = p.offset
         return result
 
     def _commit_stored(self, asynchronous: bool, only: list[TP] | None = None) -> None:
@@ -652,7 +752,8 @@ class TieredConsumer:
             return
         try:
             self._inner.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in pending.items()], asynchronous=asynchronous)
-            self._committed_stored.update(pending)
+            if not asynchronous:
+                self._committed_stored.update(pending)
         except KafkaException as err:
             log.warning("auto-commit failed: %s", err)
 
@@ -679,7 +780,6 @@ class TieredConsumer:
             offset = self._latest(tp)
         elif offset < 0:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"cannot seek to offset {offset}"))
-        self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) != tp)
         self._restart(state, offset)
 
     def pause(self, partitions: list[TopicPartition]) -> None:
@@ -695,6 +795,7 @@ class TieredConsumer:
             if state is None:
                 continue
             state.paused = paused
+            self._purge_kafka_ready(state.tp)
             if state.source is Source.KAFKA:
                 kafka.append(TopicPartition(p.topic, p.partition))
         if kafka and self._inner is not None:
@@ -753,14 +854,19 @@ class TieredConsumer:
             if self._inner is not None and self._auto_commit:
                 self._commit_stored(asynchronous=False)
         finally:
-            self._closed = True
+            readers = [s.reader for s in self._partitions.values() if s.reader is not None]
             for state in self._partitions.values():
                 self._stop_remote(state)
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            if self._inner is not None:
-                self._inner.close()
-            if self._gateway is not None:
-                self._gateway.close()
+            try:
+                if self._inner is not None:
+                    self._inner.close()  # runs on_revoke, in which the application may still commit
+            finally:
+                self._closed = True
+                for reader in readers:
+                    reader.join(self._config.gateway_timeout_s)
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                if self._gateway is not None:
+                    self._gateway.close()
 
     def __enter__(self) -> TieredConsumer:
         return self

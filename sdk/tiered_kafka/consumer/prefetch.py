@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from tiered_kafka.errors import OffsetNotRemoteError, TieredKafkaError
+from tiered_kafka.errors import OffsetNotRemoteError, RemoteReadError, TieredKafkaError
 from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange
 from tiered_kafka.remote_read import DecodedBatch, decode_range, fetch_range
 
@@ -182,6 +182,10 @@ class RemoteReader:
         else:
             self._give_back(chunk)
 
+    def join(self, timeout_s: float) -> None:
+        """Wait for the planner thread to finish (after ``stop()``; it may be inside a gateway call)."""
+        self._thread.join(timeout_s)
+
     def _give_back(self, chunk: Chunk) -> None:
         self._budget.adjust(-chunk.reserved)
         chunk.reserved = 0
@@ -194,6 +198,8 @@ class RemoteReader:
                 try:
                     max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * IN_FLIGHT_FACTOR)))
                     plan = self._client.plan(self.topic, self.partition, offset, max_bytes)
+                    if self._stop.is_set():
+                        return
                 except OffsetNotRemoteError as err:
                     if err.past_the_end and self._tail:
                         self._stop.wait(self._poll_interval_s)
@@ -210,9 +216,15 @@ class RemoteReader:
                     with self._lock:
                         self._held += reserve
                     chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=reserve)
-                    chunk.future = self._pool.submit(self._load, plan.object_key, planned, chunk)
+                    try:
+                        chunk.future = self._pool.submit(self._load, plan.object_key, planned, chunk)
+                    except RuntimeError:  # the pool shut down: the consumer is closing
+                        self._give_back(chunk)
+                        return
                     chunk.future.add_done_callback(lambda _f: self._wake.set())
                     self._push(chunk)
+                if plan.next_offset <= offset:
+                    raise RemoteReadError(f"{self.topic}-{self.partition}: the gateway planned offset {offset} with next offset {plan.next_offset}: no progress")
                 offset = plan.next_offset
         except TieredKafkaError as err:
             self._push(Chunk(ChunkKind.ERROR, offset, error=err))

@@ -4,37 +4,23 @@ group and commits, and get exactly offsets 0..N-1 in order with the values produ
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
 
+from tests.integration.sdk.conftest import COUNT, PARTITIONS
 from tests.support.kafka_clients import value_for
-from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tests.support.stack_env import TieredStack
 from tiered_kafka.consumer import TieredConsumer
 
 pytestmark = pytest.mark.integration
-COUNT = 3000
-PARTITIONS = 2
-
-
-@pytest.fixture
-def retained(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket):
-    """A 2-partition topic whose early segments exist only in remote storage (the broker's
-    retention deleted them after the agent uploaded them), plus a hot tail only in Kafka."""
-    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) as stack:
-        create_tiered_topic(stack, "orders", PARTITIONS, retention_ms=1500)
-        stack.produce("orders", COUNT, PARTITIONS)
-        stack.wait_uploaded("orders", PARTITIONS)
-        log_starts = stack.wait_retention("orders", PARTITIONS)
-        yield stack, log_starts
 
 
 def expected_offsets(partition: int) -> list[int]:
     return list(range(len(range(partition, COUNT, PARTITIONS))))
 
 
-def read_all(consumer: TieredConsumer, per_partition: dict[int, int], max_polls: int = 2000) -> dict[int, list]:
+def read_all(consumer: TieredConsumer, per_partition: dict[int, int], max_polls: int = 240) -> dict[int, list]:
     got: dict[int, list] = {p: [] for p in per_partition}
     for _ in range(max_polls):
         if all(len(got[p]) >= n for p, n in per_partition.items()):
@@ -67,12 +53,13 @@ def test_each_tiered_mode_reads_every_offset_once_in_order(retained: tuple[Tiere
             want = {p: stack.registry.partition_info("orders", p).latest_offset + 1 for p in range(PARTITIONS)}
         got = read_all(consumer, want)
         for p in range(PARTITIONS):
-            assert [m.offset() for m in got[p]] == list(range(want[p])), f"partition {p}"
+            # REMOTE_ONLY tails remote storage: a segment uploaded meanwhile comes too, still in order
+            assert [m.offset() for m in got[p]] == list(range(len(got[p]))) and len(got[p]) >= want[p], f"partition {p}"
         if mode != "REMOTE_ONLY":
             check_exact(got)
         consumer.commit(asynchronous=False)
         committed = consumer.committed([TopicPartition("orders", p) for p in range(PARTITIONS)], timeout=10)
-        assert {c.partition: c.offset for c in committed} == want
+        assert {c.partition: c.offset for c in committed} == {p: len(got[p]) for p in range(PARTITIONS)}
     finally:
         consumer.close()
     if mode == "REMOTE_ONLY":

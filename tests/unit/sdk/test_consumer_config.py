@@ -17,7 +17,8 @@ def test_defaults_and_what_librdkafka_gets() -> None:
     assert (config.auto_offset_reset, config.auto_offset_store, config.read_committed) == ("latest", True, True)
     assert config.prefetch_max_bytes == 64 * 2**20 and config.prefetch_parallelism == 4
     # librdkafka reports OFFSET_OUT_OF_RANGE to us and lets us store offsets; our keys never reach it
-    assert config.kafka == {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g", "auto.offset.reset": "error", "enable.auto.offset.store": False}
+    assert config.kafka == {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g", "auto.offset.reset": "error", "enable.auto.offset.store": False, "enable.auto.commit": False}
+    assert (config.auto_commit, config.auto_commit_interval_s, config.cooperative) == (True, 5.0, False)
 
 
 def test_pinterest_names_mean_the_same() -> None:
@@ -43,6 +44,10 @@ def test_pinterest_names_mean_the_same() -> None:
         ({"tiered.gateway.url": "gw:8080"}, "must start with http"),
         ({"isolation.level": "serializable"}, "isolation.level"),
         ({"enable.auto.offset.store": "maybe"}, "enable.auto.offset.store"),
+        ({"enable.auto.commit": "yes"}, "enable.auto.commit: expected true or false"),
+        ({"auto.commit.interval.ms": "soon"}, "auto.commit.interval.ms: expected an integer"),
+        ({"enable.partition.eof": "1"}, "enable.partition.eof"),
+        ({"tiered.prefetch.max.bytes": 2**20}, "leaves no room for data"),
     ],
 )
 def test_bad_values_are_named(extra: dict, message: str) -> None:
@@ -57,3 +62,9 @@ def test_each_mode_needs_its_sources() -> None:
         parse_config({"tiered.mode": "KAFKA_PREFERRED", "tiered.gateway.url": "http://gw", "tiered.cluster": "c"})
     assert not parse_config({"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": "http://gw", "tiered.cluster": "c"}).has_kafka
     assert parse_config({"bootstrap.servers": "k:9092", "tiered.mode": "KAFKA_ONLY"}).gateway_url is None
+
+
+def test_cooperative_protocols_are_recognised() -> None:
+    assert parse_config({**BASE, "partition.assignment.strategy": "cooperative-sticky"}).cooperative
+    assert parse_config({**BASE, "group.protocol": "consumer"}).cooperative
+    assert not parse_config({**BASE, "partition.assignment.strategy": "range,roundrobin"}).cooperative

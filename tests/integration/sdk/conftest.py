@@ -1,0 +1,27 @@
+"""The stack the SDK tests share: a 2-partition topic whose early segments only remote storage has."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+
+COUNT = 3000
+PARTITIONS = 2
+
+
+@pytest.fixture
+def retained(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> Iterator[tuple[TieredStack, dict[int, int]]]:
+    """Topic ``orders``: COUNT records round-robin over PARTITIONS partitions; the broker's
+    size-based retention deleted the oldest segments after the agent uploaded them, so the early
+    offsets are only remote, the middle in both tiers, and the active segment only in Kafka.
+    Yields the stack and each partition's log start."""
+    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) as stack:
+        create_tiered_topic(stack, "orders", PARTITIONS, retention_bytes=250_000)
+        stack.produce("orders", COUNT, PARTITIONS)
+        stack.wait_uploaded("orders", PARTITIONS)
+        yield stack, stack.wait_retention("orders", PARTITIONS)
