@@ -385,8 +385,8 @@ class TieredConsumer:
             return 0 if remote is None else remote.latest_offset + 1
         return self._watermarks(tp)[1]
 
-    def _watermarks(self, tp: TP) -> tuple[int, int]:
-        low, high = self._require_kafka("watermarks").get_watermark_offsets(TopicPartition(*tp), timeout=30, cached=False)
+    def _watermarks(self, tp: TP, timeout: float = 30) -> tuple[int, int]:
+        low, high = self._require_kafka("watermarks").get_watermark_offsets(TopicPartition(*tp), timeout=timeout, cached=False)
         return low, high
 
     def _extent(self, tp: TP) -> PartitionExtent:
@@ -815,7 +815,7 @@ class TieredConsumer:
         remote = self._extent(tp).remote
         if self._mode is Mode.REMOTE_ONLY:
             return (0, 0) if remote is None else (remote.earliest_offset, remote.latest_offset + 1)
-        low, high = self._watermarks(tp)
+        low, high = self._watermarks(tp, 30 if timeout is None else timeout)
         return (low if remote is None else min(low, remote.earliest_offset), high)
 
     def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
@@ -839,6 +839,12 @@ class TieredConsumer:
     # -- the rest of Consumer's interface ---------------------------------------------------------------
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         return self._require_kafka("list_topics").list_topics(topic, timeout=timeout)
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        return self._require_kafka("cluster_id").cluster_id(timeout)
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        self._require_kafka("set_sasl_credentials").set_sasl_credentials(username, password)
 
     def memberid(self) -> str | None:
         return self._require_kafka("memberid").memberid()
