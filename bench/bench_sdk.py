@@ -51,6 +51,7 @@ def child_sdk(gateway_url: str, cluster: str, last: int, prefetch_bytes: int, pa
 
     config = {"tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": gateway_url, "tiered.cluster": cluster, "tiered.prefetch.max.bytes": prefetch_bytes, "tiered.prefetch.parallelism": parallelism}
     consumer = TieredConsumer(config)
+    consumer.get_watermark_offsets(TopicPartition(TOPIC, 0))  # the client up (a gateway call) before the baseline
     rss_before = _current_rss_bytes()
     start = progressed = time.perf_counter()
     cpu_start = time.process_time()

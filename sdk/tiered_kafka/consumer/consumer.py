@@ -91,6 +91,7 @@ class _Partition:
     kafka_refused_below: int = -1  # Kafka's log start the last time it answered OFFSET_OUT_OF_RANGE
     pending: bool = False  # assigned, but its start failed (retried by the next poll)
     skip_to: int = -1  # past control/aborted records decided in remote data: the position once ready is empty
+    held: Chunk | None = None  # the chunk whose records are in ``ready`` (its budget returns when they are taken)
 
     @property
     def tp(self) -> TP:
@@ -472,6 +473,7 @@ class TieredConsumer:
 
     def _stop_remote(self, state: _Partition) -> None:
         if state.reader is not None:
+            self._release_held(state)
             state.reader.stop()
             state.reader = None
         state.ready.clear()
@@ -622,6 +624,8 @@ class TieredConsumer:
                 out.extend(ready.popleft() for _ in range(take))
                 state.position = out[-1].offset() + 1
                 self._count(state, Source.REMOTE, take)
+            if not state.ready:
+                self._release_held(state)
             if state.switch_back_at is not None and state.position is not None and state.position >= state.switch_back_at:
                 self._to_kafka(state, state.position)  # KAFKA_PREFERRED: caught up with Kafka's log start
 
@@ -644,8 +648,15 @@ class TieredConsumer:
         self._end_of_remote(state, chunk)
         return state.source is Source.REMOTE
 
+    def _release_held(self, state: _Partition) -> None:
+        if state.held is not None and state.reader is not None:
+            state.reader.release(state.held)
+        state.held = None
+
     def _take_data(self, state: _Partition, reader: RemoteReader, chunk: Chunk) -> None:
+        """The chunk's wanted records into ``state.ready``; its budget is held until they are taken."""
         assert chunk.future is not None and state.position is not None
+        self._release_held(state)
         try:
             batches = chunk.future.result()
         except OffsetNotRemoteError as err:  # the segment left remote storage after it was planned
@@ -668,7 +679,7 @@ class TieredConsumer:
                 ready.extend(m for m in records if m.offset() >= position)
             if state.committed_filter is None or state.committed_filter.first_held_offset is None:
                 state.skip_to = max(state.skip_to, batch.last_offset + 1)
-        reader.release(chunk)
+        state.held = chunk
 
     def _end_of_remote(self, state: _Partition, chunk: Chunk) -> None:
         assert state.position is not None
