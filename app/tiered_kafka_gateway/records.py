@@ -11,8 +11,7 @@
 
 The handoff is exact: a read returns records of one source only, ending at ``next_offset``, and the
 next read starts there (from whichever source the mode picks then), so there is no gap and no
-duplicate. (This module is the gateway's copy of the contract; it belongs in the SDK beside
-``TieredConsumer`` once the SDK has its modes module, and the gateway should import it from there.)
+duplicate. The rule itself is ``tiered_kafka.modes.decide``, shared with ``TieredConsumer``.
 
 **Remote reads**: the read plan's batch-aligned ranges of one segment, then of the following
 segments while ``max_bytes``/``max_records`` allow, are fetched server-side and decoded with the
@@ -44,10 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiered_kafka.errors import FormatError, UnsupportedCodecError
-from tiered_kafka.format.record_batch import ControlRecordType, RecordBatch, iter_batches
+from tiered_kafka.format.record_batch import ControlRecordType, iter_batches
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.modes import Mode, Source, decide
 from tiered_kafka.read_plan import ByteRange
+from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.models import GapOut, HeaderOut, RecordOut, RecordsResponse
@@ -158,23 +158,13 @@ _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 
 @dataclass
-class _Decoded:
-    base_offset: int
-    last_offset: int
-    producer_id: int
-    transactional: bool
-    control: ControlRecordType | None
-    records: list[Any] = field(default_factory=list)
-
-
-@dataclass
 class _Fates:
     """What decides transactions: markers seen and aborted ranges from .txnindex objects, per producer."""
 
     markers: dict[int, list[tuple[int, ControlRecordType]]] = field(default_factory=dict)
     aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def add_batch(self, batch: _Decoded) -> None:
+    def add_batch(self, batch: DecodedBatch) -> None:
         if batch.control is not None:
             bisect.insort(self.markers.setdefault(batch.producer_id, []), (batch.base_offset, batch.control))
 
@@ -200,7 +190,7 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
             earliest_offset=info.earliest_offset,
             latest_offset=info.latest_offset,
         )
-    batches: list[_Decoded] = []
+    batches: list[DecodedBatch] = []
     fates = _Fates()
     seen_segments: set[str] = set()
     budget = request.max_bytes
@@ -271,7 +261,7 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
     )
 
 
-def _undecided(batches: list[_Decoded], fates: _Fates, offset: int) -> bool:
+def _undecided(batches: list[DecodedBatch], fates: _Fates, offset: int) -> bool:
     return any(
         fates.fate(b.producer_id, b.last_offset) is None
         for b in batches
@@ -279,34 +269,19 @@ def _undecided(batches: list[_Decoded], fates: _Fates, offset: int) -> bool:
     )
 
 
-def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[_Decoded]:
+def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
     data = cluster.read_range(key, byte_range)
     if len(data) != byte_range.size:
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: asked {byte_range.size} bytes at {byte_range.start}, got {len(data)}")
     decoded = []
     try:
         for batch in iter_batches(data, position=byte_range.start):
-            decoded.append(_decode(batch, markers_only))
+            decoded.append(decode_batch(batch, with_records=not markers_only))
     except UnsupportedCodecError as err:
         raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, f"{key}: {err}") from err
     except FormatError as err:
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: {err}") from err
     return decoded
-
-
-def _decode(batch: RecordBatch, markers_only: bool) -> _Decoded:
-    v2 = batch.magic >= 2
-    control = batch.control_type() if v2 and batch.is_control else None
-    out = _Decoded(
-        base_offset=batch.base_offset,
-        last_offset=batch.last_offset,
-        producer_id=batch.producer_id if v2 else -1,
-        transactional=v2 and batch.is_transactional,
-        control=control,
-    )
-    if control is None and not markers_only:
-        out.records = list(batch)
-    return out
 
 
 def _add_txn_index(cluster: ClusterReader, request: ReadRequest, segment: RemoteSegment, fates: _Fates, seen: set[str]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -32,9 +32,6 @@ from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, Presi
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-#: re-plan when a URL has less than this left before it expires (clock skew, slow queues)
-EXPIRY_MARGIN_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +71,6 @@ class Plan:
     next_offset: int
     expires_at_ms: int
     gap: PlanGap | None
-
-    def expired(self, now_ms: int | None = None) -> bool:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        return now >= self.expires_at_ms - EXPIRY_MARGIN_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,15 +281,3 @@ def _s3_message(response: httpx.Response) -> str:
     start, end = text.find("<Message>"), text.find("</Message>")
     return text[start + 9 : end] if 0 <= start < end else text[:200]
 
-
-def iter_plans(client: GatewayClient, topic: str, partition: int, offset: int, max_bytes: int) -> Iterator[Plan]:
-    """Plans from ``offset`` on, each starting where the previous ended, until remote storage ends."""
-    while True:
-        try:
-            plan = client.plan(topic, partition, offset, max_bytes)
-        except OffsetNotRemoteError as err:
-            if err.past_the_end:
-                return
-            raise
-        yield plan
-        offset = plan.next_offset

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tiered_kafka.errors import CorruptRecordError, PresignedUrlError, RemoteReadError
-from tiered_kafka.format.record_batch import ControlRecordType, Record, iter_batches
+from tiered_kafka.format.record_batch import ControlRecordType, Record, RecordBatch, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
 
 
@@ -52,27 +52,29 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
         return data
 
 
-def decode_range(data: bytes, planned: PlannedRange, *, object_key: str, with_records: bool = True) -> list[DecodedBatch]:
+def decode_batch(batch: RecordBatch, with_records: bool = True) -> DecodedBatch:
+    """A batch's identity (KIP-98 fields of magic 2; none for magic 0/1) and, unless it is a control
+    batch or ``with_records`` is false, its decoded records."""
+    v2 = batch.magic >= 2
+    control = batch.control_type() if v2 and batch.is_control else None
+    return DecodedBatch(
+        base_offset=batch.base_offset,
+        last_offset=batch.last_offset,
+        producer_id=batch.producer_id if v2 else -1,
+        transactional=v2 and batch.is_transactional,
+        control=control,
+        records=list(batch) if control is None and with_records else [],
+    )
+
+
+def decode_range(data: bytes, planned: PlannedRange, *, object_key: str) -> list[DecodedBatch]:
     """Every batch of a fetched range, CRC-checked, in offset order.
 
     The range must hold whole batches from ``planned.first_offset`` to ``planned.last_offset``;
     anything else (a torn batch, other offsets) is a ``CorruptRecordError`` naming the object.
     """
-    batches: list[DecodedBatch] = []
     try:
-        for batch in iter_batches(data, position=planned.start):
-            v2 = batch.magic >= 2
-            control = batch.control_type() if v2 and batch.is_control else None
-            batches.append(
-                DecodedBatch(
-                    base_offset=batch.base_offset,
-                    last_offset=batch.last_offset,
-                    producer_id=batch.producer_id if v2 else -1,
-                    transactional=v2 and batch.is_transactional,
-                    control=control,
-                    records=list(batch) if control is None and with_records else [],
-                )
-            )
+        batches = [decode_batch(batch) for batch in iter_batches(data, position=planned.start)]
     except CorruptRecordError as err:
         err.args = (f"{object_key}: {err}",)
         raise

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode
 
@@ -145,8 +146,6 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
         raise ConfigError(f"tiered.gateway.url must start with http:// or https://, got {tiered.gateway_url!r}")
     if "enable.partition.eof" in rest:
         rest["enable.partition.eof"] = _bool(rest["enable.partition.eof"], "enable.partition.eof")
-    from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
-
     least = tiered.prefetch_parallelism * THREAD_OVERHEAD + 2**20
     if mode is not Mode.KAFKA_ONLY and tiered.prefetch_max_bytes < least:
         raise ConfigError(

@@ -59,7 +59,7 @@ from confluent_kafka import (
 
 from tiered_kafka.consumer.config import TieredConfig, parse_config
 from tiered_kafka.consumer.prefetch import ByteBudget, Chunk, ChunkKind, RemoteReader, data_budget
-from tiered_kafka.errors import ConfigError, OffsetNotRemoteError, RemoteGapError
+from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, Source
 from tiered_kafka.remote_read import DecodedBatch
@@ -394,8 +394,8 @@ class TieredConsumer:
         assert self._gateway is not None
         try:
             return self._gateway.partition(*tp)
-        except Exception as err:  # an unknown partition remotely is "nothing remote"
-            if getattr(err, "code", None) == "unknown_topic_or_partition":
+        except GatewayRequestError as err:  # an unknown partition remotely is "nothing remote"
+            if err.code == "unknown_topic_or_partition":
                 return PartitionExtent(None, None, None)
             raise
 
