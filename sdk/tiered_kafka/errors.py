@@ -15,6 +15,7 @@ One root, so callers can catch everything of ours in one clause::
     │   └── OffsetNotRemoteError    remote storage does not hold the offset (the gateway's 416)
     ├── RemoteReadError             reading through the gateway or a presigned URL failed
     │   ├── GatewayRequestError     the gateway answered an error (status, stable code, message)
+    │   │   └── TopicAuthorizationError  403 topic_authorization_failed (Kafka's TOPIC_AUTHORIZATION_FAILED)
     │   ├── PresignedUrlError       S3 refused a presigned GET (expired or invalid signature)
     │   └── RemoteGapError          remote storage lacks an offset range (recorded gap)
     └── ConfigError                 a configuration value is invalid
@@ -133,3 +134,15 @@ class RemoteGapError(RemoteReadError):
         self.start_offset = start_offset
         self.end_offset = end_offset
         self.reason = reason
+
+
+class TopicAuthorizationError(GatewayRequestError):
+    """The caller is authenticated but may not read ``topic``: the gateway's 403
+    ``topic_authorization_failed``, Kafka's TOPIC_AUTHORIZATION_FAILED (error code 29). Never retriable."""
+
+    KAFKA_ERROR_CODE = 29
+
+    def __init__(self, message: str, *, topic: str, details: dict[str, object] | None = None) -> None:
+        super().__init__(message, status=403, code="topic_authorization_failed", details=details)
+        self.topic = topic
+        self.retriable = False
