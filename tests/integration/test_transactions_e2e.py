@@ -1,0 +1,231 @@
+"""Kafka transactions end to end (issue 12): a real transactional producer writes through the
+development broker, the agent uploads the rotated segments, and every reader returns exactly what a
+plain confluent-kafka read_committed consumer of the broker returns, offset for offset, for the
+offsets it covers.
+
+The log of each partition holds committed and aborted transactions interleaved with
+non-transactional records, and one transaction left open at the end (so the last stable offset
+is below the high watermark). Readers: TieredConsumer in each mode, the gateway's records endpoint
+(each mode), ``tiered-kafka cat`` and the Spark data source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tiered_kafka.consumer import TieredConsumer
+
+TOPIC = "payments"
+PARTITIONS = 2
+ROUNDS = 24
+PER_TXN = 30
+
+Row = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
+
+
+def _value(tag: str, i: int) -> bytes:
+    return (f"{tag}-{i:06d}|".encode() + b"x" * 300)[:300]
+
+
+@pytest.fixture(scope="module")
+def txn_stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[TieredStack]:
+    from tiered_kafka_dev.broker.config import BrokerConfig
+    from tiered_kafka_dev.broker.server import Broker, BrokerThread
+
+    root = tmp_path_factory.mktemp("txn-e2e")
+    bucket = s3_server.create_bucket(f"txn-{uuid.uuid4().hex[:12]}")
+    started: list[BrokerThread] = []
+
+    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
+        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
+        started.append(thread)
+        return thread
+
+    open_producer: Producer | None = None
+    try:
+        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
+            create_tiered_topic(stack, TOPIC, PARTITIONS, segment_bytes=16_000)
+            open_producer = _write_log(stack.bootstrap)
+            stack.wait_uploaded(TOPIC, PARTITIONS)
+            yield stack
+    finally:
+        if open_producer is not None:
+            open_producer.abort_transaction(10)
+        for thread in reversed(started):
+            thread.stop()
+
+
+def _write_log(bootstrap: str) -> Producer:
+    """Commits and aborts interleaved with plain records, over both partitions; returns the
+    producer of the transaction left open (the caller aborts it when done)."""
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"e2e-{uuid.uuid4().hex[:6]}", "linger.ms": 1})
+    txn.init_transactions(30)
+    for r in range(ROUNDS):
+        txn.begin_transaction()
+        for i in range(PER_TXN):
+            txn.produce(TOPIC, key=f"t{r}-{i}".encode(), value=_value(f"txn{r}", i), partition=i % PARTITIONS)
+        txn.flush(30)
+        for i in range(5):
+            plain.produce(TOPIC, key=f"p{r}-{i}".encode(), value=_value(f"plain{r}", i), partition=i % PARTITIONS)
+        assert plain.flush(30) == 0
+        if r % 3 == 1:
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+    # one transaction left open, then plain records after it (not visible to read_committed)
+    dangling = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"e2e-open-{uuid.uuid4().hex[:6]}", "transaction.timeout.ms": 600_000})
+    dangling.init_transactions(30)
+    dangling.begin_transaction()
+    for i in range(10):
+        dangling.produce(TOPIC, key=f"open-{i}".encode(), value=_value("open", i), partition=i % PARTITIONS)
+    assert dangling.flush(30) == 0
+    for i in range(100):
+        plain.produce(TOPIC, key=f"tail-{i}".encode(), value=_value("tail", i), partition=i % PARTITIONS)
+    assert plain.flush(30) == 0
+    return dangling
+
+
+def _drain(consumer: Any, idle_s: float = 4.0, timeout_s: float = 120.0) -> list[Row]:
+    """Messages until nothing new arrives for ``idle_s``; fails on any error message."""
+    rows: list[Row] = []
+    deadline = time.monotonic() + timeout_s
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - idle_since < idle_s:
+        batch = consumer.consume(1000, 0.5)
+        for message in batch:
+            assert message.error() is None, message.error()
+            rows.append((message.partition(), message.offset(), message.key(), message.value()))
+        if batch:
+            idle_since = time.monotonic()
+    return rows
+
+
+@pytest.fixture(scope="module")
+def reference(txn_stack: TieredStack) -> list[Row]:
+    """What confluent-kafka's read_committed consumer reads from the broker."""
+    consumer = Consumer({"bootstrap.servers": txn_stack.bootstrap, "group.id": "ref", "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    try:
+        rows = _drain(consumer)
+    finally:
+        consumer.close()
+    assert rows, "the reference read returned nothing"
+    assert not any(key and key.startswith(b"open-") for _p, _o, key, _v in rows)
+    aborted = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if r % 3 == 1)
+    committed = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if r % 3 != 1)
+    values = [value or b"" for _p, _o, _k, value in rows]
+    assert not any(v.startswith(aborted) for v in values)
+    assert sum(v.startswith(committed) for v in values) == len(committed) * PER_TXN
+    assert sum(v.startswith(b"plain") for v in values) == ROUNDS * 5
+    return sorted(rows)
+
+
+def _remote_end(stack: TieredStack, partition: int) -> int:
+    """One past the last offset remote storage holds for the partition."""
+    segments = stack.registry.segments(TOPIC, partition)
+    assert segments, f"nothing uploaded for {TOPIC}-{partition}"
+    return segments[-1].last_offset + 1
+
+
+def _covered(rows: list[Row], ends: dict[int, int]) -> list[Row]:
+    return sorted(r for r in rows if r[1] < ends[r[0]])
+
+
+def test_the_log_holds_what_kafka_writes(txn_stack: TieredStack) -> None:
+    """Control batches, a .txnindex for aborts, producer snapshots on roll, and the registry's facts."""
+    directory = txn_stack.log_dir / f"{TOPIC}-0"
+    assert list(directory.glob("*.txnindex")), "no .txnindex written for aborted transactions"
+    assert list(directory.glob("*.snapshot")), "no producer snapshot written on roll"
+    segments = txn_stack.registry.segments(TOPIC, 0)
+    assert sum(s.control_records for s in segments) > 0
+    assert sum(s.aborted_txns for s in segments) > 0
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_PREFERRED", "KAFKA_ONLY"])
+def test_tiered_consumer_equals_kafka_read_committed(txn_stack: TieredStack, reference: list[Row], mode: str) -> None:
+    consumer = TieredConsumer(txn_stack.consumer_config(mode, **{"isolation.level": "read_committed"}))
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    try:
+        rows = sorted(_drain(consumer))
+    finally:
+        consumer.close()
+    if mode == "REMOTE_ONLY":
+        ends = {p: _remote_end(txn_stack, p) for p in range(PARTITIONS)}
+        assert rows == _covered(reference, ends)
+    else:
+        assert rows == reference
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_ONLY"])
+def test_gateway_records_equal_kafka_read_committed(txn_stack: TieredStack, reference: list[Row], mode: str) -> None:
+    import base64
+
+    rows: list[Row] = []
+    with httpx.Client(base_url=txn_stack.gateway_url, timeout=30) as client:
+        for p in range(PARTITIONS):
+            offset = 0
+            for _ in range(1000):
+                response = client.get(
+                    f"/v1/clusters/{txn_stack.cluster}/topics/{TOPIC}/partitions/{p}/records",
+                    params={"offset": offset, "mode": mode, "isolation_level": "read_committed", "max_records": 200},
+                )
+                if response.status_code == 416:  # REMOTE_ONLY past what remote storage holds
+                    assert mode == "REMOTE_ONLY", response.text
+                    break
+                assert response.status_code == 200, response.text
+                body = response.json()
+                rows += [(p, r["offset"], base64.b64decode(r["key"]), base64.b64decode(r["value"])) for r in body["records"]]
+                if body["next_offset"] == offset:
+                    break
+                offset = body["next_offset"]
+    rows.sort()
+    if mode == "REMOTE_ONLY":
+        assert rows == _covered(reference, {p: _remote_end(txn_stack, p) for p in range(PARTITIONS)})
+    else:
+        assert rows == reference
+
+
+def test_cli_cat_terminates_and_equals_kafka_read_committed(txn_stack: TieredStack, reference: list[Row]) -> None:
+    """The default end under read_committed is the last stable offset: ``cat`` terminates."""
+    cli = Path(sys.executable).with_name("tiered-kafka")
+    for p in range(PARTITIONS):
+        done = subprocess.run(
+            [str(cli), "cat", TOPIC, str(p), "--gateway", txn_stack.gateway_url, "--cluster", txn_stack.cluster, "--bootstrap-servers", txn_stack.bootstrap],
+            capture_output=True, text=True, timeout=180, env={**os.environ},
+        )
+        assert done.returncode == 0, done.stderr
+        lines = [json.loads(line) for line in done.stdout.splitlines()]
+        got = [(p, line["offset"], line["key"].encode(), line["value"].encode()) for line in lines]
+        assert got == [r for r in reference if r[0] == p]
+
+
+def test_spark_read_committed_equals_kafka(txn_stack: TieredStack, reference: list[Row]) -> None:
+    from tiered_kafka.spark.session import local_session
+
+    spark = local_session("local[2]", "tiered-kafka-txn-e2e")
+    try:
+        rows = (
+            spark.read.format("tiered-kafka")
+            .options(**{"tiered.gateway.url": txn_stack.gateway_url, "tiered.cluster": txn_stack.cluster, "subscribe": TOPIC, "kafka.isolation.level": "read_committed"})
+            .load()
+            .select("partition", "offset", "key", "value")
+            .collect()
+        )
+    finally:
+        spark.stop()
+    got = sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in rows)
+    assert got == _covered(reference, {p: _remote_end(txn_stack, p) for p in range(PARTITIONS)})
