@@ -1,7 +1,13 @@
-"""``tiered-kafka-agent``: run the broker sidecar, or rebuild a cluster's registry from S3.
+"""``tiered-kafka-agent``: run the broker sidecar, rebuild a cluster's registry from S3, or audit it.
 
     tiered-kafka-agent run --config agent.properties
     tiered-kafka-agent rebuild-registry --config agent.properties
+    tiered-kafka-agent audit --config agent.properties [--topic T ...] [--json] [--bootstrap-servers HOST:PORT]
+
+``audit`` (``tiered_kafka_agent.audit``) checks that every offset at or after each partition's
+coverage start is remote, still in Kafka, or in a recorded gap; it exits 0 when all are, 1 when
+some are not (naming them), 3 when it could not ask Kafka. The broker is reached at
+``--bootstrap-servers``, else ``leadership.bootstrap_servers``. Exit 2: a configuration error.
 
 Settings come from the file and from ``TIERED_KAFKA_AGENT_*`` environment variables (see
 ``tiered_kafka_agent.config``). ``run`` stops cleanly on SIGINT/SIGTERM, finishing the segments
@@ -19,13 +25,17 @@ import threading
 from pathlib import Path
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka_agent.config import load_settings
+from tiered_kafka.registry import RegistryError
+from tiered_kafka_agent.config import AgentSettings, load_settings
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiered-kafka-agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "rebuild-registry"])
+    parser.add_argument("command", choices=["run", "rebuild-registry", "audit"])
     parser.add_argument("--config", type=Path, help="a .properties file (also reads TIERED_KAFKA_AGENT_* variables)")
+    parser.add_argument("--topic", action="append", help="audit: a topic to audit (repeatable; default: every topic in the registry)")
+    parser.add_argument("--json", action="store_true", help="audit: print JSON")
+    parser.add_argument("--bootstrap-servers", help="audit: the Kafka cluster (default: leadership.bootstrap_servers)")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -37,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"tiered-kafka-agent: {err}", file=sys.stderr)
         return 2
+
+    if args.command == "audit":
+        return _audit(settings, args)
 
     from tiered_kafka_agent.agent import Agent
 
@@ -56,6 +69,33 @@ def main(argv: list[str] | None = None) -> int:
     stop.wait()
     agent.stop()
     return 0
+
+
+def _audit(settings: AgentSettings, args: argparse.Namespace) -> int:
+    import redis
+
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_agent.audit import AuditError, KafkaOffsets, report, run_audit
+
+    bootstrap = args.bootstrap_servers or settings.leadership.bootstrap_servers
+    if not bootstrap:
+        print("tiered-kafka-agent: audit needs the Kafka cluster: --bootstrap-servers or leadership.bootstrap_servers", file=sys.stderr)
+        return 2
+    client = redis.Redis.from_url(settings.redis.url, socket_timeout=10)
+    kafka = KafkaOffsets(bootstrap)
+    try:
+        results = run_audit(Registry(client, settings.cluster), kafka, args.topic)
+    except (AuditError, RegistryError) as err:
+        print(f"tiered-kafka-agent: audit failed: {err}", file=sys.stderr)
+        return 3
+    finally:
+        kafka.close()
+        client.close()
+    print(report(results, as_json=args.json))
+    if not results and args.topic:
+        print(f"tiered-kafka-agent: no partition of {', '.join(args.topic)} is known to the registry or to Kafka", file=sys.stderr)
+        return 1
+    return 0 if all(r.ok for r in results) else 1
 
 
 if __name__ == "__main__":

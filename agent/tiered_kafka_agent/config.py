@@ -175,8 +175,30 @@ class AgentSettings(EnvironmentFirstSettings):
         return value
 
     def redacted(self) -> dict[str, Any]:
-        """The settings for logging, secrets masked."""
-        return self.model_dump(mode="json")
+        """The settings for logging, secrets masked: the S3 secret key (a SecretStr) and the
+        password in the Redis URL (``redis://user:password@host`` → ``redis://user:***@host``)."""
+        data = self.model_dump(mode="json")
+        data["redis"]["url"] = redact_url(self.redis.url)
+        return data
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its userinfo part replaced by ``***``.
+
+    >>> redact_url("redis://default:s3cr3t@redis.example:6379/0")
+    'redis://default:***@redis.example:6379/0'
+    >>> redact_url("rediss://:token@host/1"), redact_url("redis://host:6379")
+    ('rediss://:***@host/1', 'redis://host:6379')
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at:
+        return url
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}{slash}{path}"
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 
 Inert unless ``TIERED_KAFKA_AGENT_TEST_CRASH_AT`` names a step; then the first time the agent
 reaches that step it kills itself with SIGKILL (no cleanup, no flush: a real crash). Steps, in
-the order one segment goes through them:
+the order a new partition and then one segment go through them:
 
-    during_part       while a multipart .log upload is sending its parts
-    after_log         the .log object is complete (its indexes, uploaded beside it, may not be)
-    before_register   every object is uploaded, the Redis registration has not happened
-    before_watermark  registered in Redis, offset.wm not yet moved
+    after_coverage_start  the partition's coverage start is recorded (registry, S3); nothing uploaded
+    during_part           while a multipart .log upload is sending its parts
+    after_log             the .log object is complete (its indexes, uploaded beside it, may not be)
+    before_register       every object is uploaded, the Redis registration has not happened
+    before_watermark      registered in Redis, offset.wm not yet moved
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import signal
 
 CRASH_ENV = "TIERED_KAFKA_AGENT_TEST_CRASH_AT"
-STEPS = ("during_part", "after_log", "before_register", "before_watermark")
+STEPS = ("after_coverage_start", "during_part", "after_log", "before_register", "before_watermark")
 
 
 def crash_point(step: str) -> None:

@@ -7,6 +7,20 @@ files with a ``.deleted`` suffix at any moment, and delete them ``file.delete.de
 The agent opens a segment's files before reading them (``open_segment``): an open descriptor
 keeps the data readable through a rename or an unlink, and a file already renamed is found
 under its ``.deleted`` name. Only a segment whose files are all gone is lost (a gap).
+
+A segment's files are ``{base}.log``, ``.index``, ``.timeindex`` and, when the broker wrote one,
+``{base}.txnindex`` (entries for the aborted transactions whose ABORT marker is in this segment;
+Kafka creates it lazily, so absent means none). Its producer-state snapshot is the one named by
+the *next* segment's base offset: Kafka's ``UnifiedLog.roll`` takes a snapshot named by the new
+segment's base offset (the producer state at the end of the rolled segment), and its
+``RemoteLogManager`` uploads ``fetchSnapshot(nextSegmentBaseOffset)`` with the rolled segment. We
+do the same: segment B followed by segment N ships ``{N}.snapshot``, stored remotely under B's
+stem (``{B}.snapshot``: the producer state after B's last offset). Kafka writes it just after
+creating ``{N}.log`` (in place, not by a rename), so it can be missing or half-written when the
+agent opens B: ``snapshot_ready`` checks it is there and whole (its CRC), and the uploader waits
+briefly for it when the broker is known to write snapshots (others exist in the directory). It
+is optional all the same: a broker older than 0.11 never writes one, and B is then uploaded
+without it.
 """
 
 from __future__ import annotations
@@ -20,11 +34,13 @@ from pathlib import Path
 
 import crc32c
 
-from tiered_kafka.errors import FormatError
+from tiered_kafka.errors import CorruptCheckpointError, FormatError
+from tiered_kafka.format import producer_snapshot
 from tiered_kafka.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
 from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from tiered_kafka.format.txn_index import parse as parse_txn_index
 
 #: Kinds uploaded for every segment, and the optional ones uploaded when present.
 REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
@@ -54,7 +70,9 @@ class SegmentStats:
 
     ``min_timestamp`` is the smallest batch base timestamp (each batch's first record), read
     without decompressing; a record later in a batch may carry a smaller CreateTime.
-    ``max_timestamp`` is exact (the batches' maxTimestamp)."""
+    ``max_timestamp`` is exact (the batches' maxTimestamp). ``control_records`` counts the
+    records of control batches (COMMIT/ABORT markers, attribute bit 5) and ``aborted_txns`` the
+    entries of the segment's ``.txnindex`` (0 without one)."""
 
     last_offset: int
     record_count: int
@@ -63,6 +81,8 @@ class SegmentStats:
     leader_epoch: int
     size: int
     checksum: str  # "crc32c:xxxxxxxx" of the whole .log
+    control_records: int = 0
+    aborted_txns: int = 0
 
 
 def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
@@ -115,6 +135,14 @@ class OpenSegment:
     def size(self, kind: FileKind) -> int:
         return os.fstat(self.files[kind]).st_size
 
+    def drop(self, kind: FileKind) -> None:
+        """Leave out an optional file (it will not be uploaded)."""
+        fd = self.files.pop(kind, None)
+        self.names.pop(kind, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def close(self) -> None:
         for fd in self.files.values():
             with contextlib.suppress(OSError):
@@ -123,8 +151,11 @@ class OpenSegment:
 
 
 @contextlib.contextmanager
-def open_segment(segment: LocalSegment) -> Iterator[OpenSegment]:
+def open_segment(segment: LocalSegment, next_base: int | None = None) -> Iterator[OpenSegment]:
     """Open every file of a rotated segment (live or ``.deleted`` names).
+
+    ``next_base`` is the base offset of the segment after it: its producer-state snapshot is
+    ``{next_base}.snapshot`` (module doc); without it no snapshot is opened.
 
     Raises SegmentGoneError when the .log is gone under both names, and SegmentNotReadyError
     when an index is still preallocated (the broker is between rolling and trimming it).
@@ -132,7 +163,10 @@ def open_segment(segment: LocalSegment) -> Iterator[OpenSegment]:
     opened = OpenSegment(segment, {}, {})
     try:
         for kind in (*REQUIRED_KINDS, *OPTIONAL_KINDS):
-            found = _open_either(segment, kind)
+            if kind == FileKind.SNAPSHOT:
+                found = None if next_base is None else _open_either(LocalSegment(next_base, segment.directory), kind)
+            else:
+                found = _open_either(segment, kind)
             if found is None:
                 if kind == FileKind.LOG:
                     raise SegmentGoneError(f"{segment.path(FileKind.LOG)} is gone (also as .deleted)")
@@ -144,6 +178,28 @@ def open_segment(segment: LocalSegment) -> Iterator[OpenSegment]:
         yield opened
     finally:
         opened.close()
+
+
+def snapshot_ready(opened: OpenSegment) -> bool:
+    """True when the segment's producer snapshot was opened and is whole (its CRC-32C checks)."""
+    fd = opened.files.get(FileKind.SNAPSHOT)
+    if fd is None:
+        return False
+    try:
+        producer_snapshot.parse(os.pread(fd, os.fstat(fd).st_size, 0), name=str(opened.names[FileKind.SNAPSHOT]))
+    except CorruptCheckpointError:
+        return False
+    return True
+
+
+def writes_snapshots(directory: Path) -> bool:
+    """True when the partition directory holds a producer snapshot (live or ``.deleted``)."""
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(directory):
+            name = SegmentFileName.try_parse(entry.name)
+            if name is not None and name.kind == FileKind.SNAPSHOT:
+                return True
+    return False
 
 
 def _check_trimmed(opened: OpenSegment) -> None:
@@ -176,6 +232,7 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
     min_ts, max_ts = 2**63 - 1, -1
     epoch = NO_PARTITION_LEADER_EPOCH
     checksum = 0
+    control_records = 0
     failure: FormatError | None = None
     if size:
         with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
@@ -189,6 +246,8 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
                         min_ts = min(min_ts, batch.base_timestamp)
                     max_ts = max(max_ts, batch.max_timestamp)
                     epoch = max(epoch, batch.partition_leader_epoch)
+                    if batch.is_control:
+                        control_records += batch.record_count
                     del batch
             except FormatError as err:
                 failure = err.with_traceback(None)  # its frames hold views of the map: drop them before closing it
@@ -204,4 +263,15 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
         leader_epoch=epoch,
         size=size,
         checksum=f"crc32c:{checksum:08x}",
+        control_records=control_records,
+        aborted_txns=_count_aborted_txns(opened),
     )
+
+
+def _count_aborted_txns(opened: OpenSegment) -> int:
+    """Entries in the segment's ``.txnindex`` (0 without one); CorruptIndexError if malformed."""
+    fd = opened.files.get(FileKind.TXNINDEX)
+    if fd is None:
+        return 0
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    return len(parse_txn_index(data, name=str(opened.names[FileKind.TXNINDEX])))

@@ -1,8 +1,11 @@
 """One led partition: upload every rotated segment past offset.wm, in order, never losing one.
 
-For each rotated segment with a base offset above the watermark, oldest first:
+Before anything else, the partition's coverage start is recorded (``coverage``: registry, then
+S3), so that from then on every offset at or after it that never reaches remote storage is a
+recorded gap, whatever crashes happen. Then, for each rotated segment with a base offset above the watermark, oldest first:
 
-1. open its files (live or ``.deleted`` names) and read its facts (CRC-verified batch headers);
+1. open its files (live or ``.deleted`` names; its producer snapshot is the next segment's) and
+   read its facts (CRC-verified batch headers, control records, .txnindex entries);
 2. upload them (``RemoteStore.upload_segment``: the .log, then its indexes);
 3. register it in Redis (atomic and idempotent, ``tiered_kafka.registry``);
 4. write ``offset.wm`` (its base offset) to S3.
@@ -15,9 +18,13 @@ On start, after any missed filesystem event, and every ``upload.rescan_interval_
 directory is rescanned from the watermark, so nothing depends on inotify alone.
 
 A segment that retention deleted before it could be opened is a *gap*: its offsets
-[expected, next base - 1] are recorded in the registry, counted in a metric and logged as an
-error. Offsets are never skipped silently. A segment with corrupt bytes is never registered:
-the partition stops advancing and retries, with an error in the log.
+[expected, next base - 1] are recorded in the registry and as an S3 marker, counted in a metric
+and logged as an error. Offsets are never skipped silently. The expected next offset is never
+"unknown": it is the registry's ``next_offset`` (which survives remote retention emptying the
+partition), this uploader's own mark, the end of offset.wm's segment (a previous agent), or
+else the coverage start, so that segments retention deleted while the agent was down before its
+first upload are gaps too. A segment with corrupt bytes is never registered: the partition stops
+advancing and retries, with an error in the log.
 """
 
 from __future__ import annotations
@@ -32,18 +39,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from botocore.exceptions import ClientError
+
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
-from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
+from tiered_kafka.registry import CoverageStart, Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
+from tiered_kafka_agent.coverage import establish_coverage_start, observed_log_start
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import (
     LocalSegment,
+    OpenSegment,
     SegmentGoneError,
     SegmentNotReadyError,
     SegmentStats,
     list_segments,
     open_segment,
     read_stats,
+    snapshot_ready,
+    writes_snapshots,
 )
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.remote_store import RemoteStore, UploadHooks
@@ -51,6 +64,7 @@ from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 NOT_READY_RETRY_S = 0.05
+SNAPSHOT_GRACE_S = 2.0  # how long a rolled segment waits for the broker's snapshot (local_segments)
 MAX_WINDOW = 4
 
 
@@ -97,6 +111,8 @@ class PartitionUploader:
         self._first_seen: dict[int, float] = {}
         self._failures = 0
         self._accounted_until: int | None = None
+        self._coverage: CoverageStart | None = None
+        self._watermark_next: int | None = None  # the first offset after offset.wm's segment, when the registry cannot say
         # several segments of this partition upload at once; registration stays in offset order
         self.window = max(1, min(MAX_WINDOW, upload_window))
         self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
@@ -155,6 +171,12 @@ class PartitionUploader:
             self._watermark = self.store.read_watermark(self.topic, self.partition)
             self._watermark_loaded = True
         segments, active = list_segments(directory)
+        if self._coverage is None:
+            observed = observed_log_start(directory, segments, active)
+            if observed is None:  # no segment at all yet: nothing to observe
+                return self.rescan_interval_s
+            self._coverage = establish_coverage_start(self.topic, self.partition, self.registry, self.store, observed, self._watermark)
+            self._watermark_next = self._end_of_watermark_segment(segments, active)
         now = time.monotonic()
         pending = [s for s in segments if self._watermark is None or s.base_offset > self._watermark]
         for segment in pending:
@@ -166,11 +188,13 @@ class PartitionUploader:
                 if self._stop.is_set():
                     break
                 next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
-                in_flight.append((segment, next_base, self._pool.submit(self._upload, segment)))
+                in_flight.append((segment, next_base, self._pool.submit(self._upload, segment, next_base)))
                 while len(in_flight) > 2 * self.window:  # keep the pool busy while committing in order
                     self._commit(*in_flight.popleft())
             while in_flight:  # uploads already started finish and commit, even when stopping
                 self._commit(*in_flight.popleft())
+            if not pending and active is not None and not self._stop.is_set():
+                self._check_deleted_below(active)
         except SegmentNotReadyError as err:
             log.debug("%s: %s", self.name, err)
             return NOT_READY_RETRY_S
@@ -184,19 +208,59 @@ class PartitionUploader:
         return self.rescan_interval_s
 
     def _expected_next_offset(self) -> int | None:
-        """The first offset not yet accounted for (registered or recorded as a gap).
+        """The first offset not yet accounted for (registered or recorded as a gap), None before any.
 
-        The registry's latest offset, or this uploader's own high-water mark when that is higher:
-        remote retention can empty the registry, and a gap just recorded moves the mark past it."""
-        info = self.registry.partition_info(self.topic, self.partition)
-        registered = None if info is None or info.segment_count == 0 else info.latest_offset + 1
-        candidates = [o for o in (registered, self._accounted_until) if o is not None]
+        The registry's ``next_offset`` (it survives remote retention emptying the partition),
+        this uploader's own mark, or the end of offset.wm's segment, whichever is highest. Segments
+        starting below it hold nothing new. With none of them, gaps are still measured from the
+        coverage start (``_gap_floor``)."""
+        coverage = self.registry.coverage(self.topic, self.partition)
+        registered = coverage.next_offset if coverage.next_offset >= 0 else None
+        candidates = [o for o in (registered, self._accounted_until, self._watermark_next) if o is not None]
         return max(candidates) if candidates else None
+
+    def _gap_floor(self, expected: int | None) -> int | None:
+        """Where missing offsets start counting: the expected next offset, else the coverage start."""
+        if expected is not None:
+            return expected
+        return None if self._coverage is None else self._coverage.offset
+
+    def _end_of_watermark_segment(self, segments: list[LocalSegment], active: int | None) -> int | None:
+        """The first offset after offset.wm's segment, when only offset.wm knows it (a previous
+        agent, or a registry rebuilt after remote retention deleted that segment).
+
+        From the registry if it holds the segment; else the .log object's tk-last-offset; else
+        the next local segment's base if the segment is still local; else wm + 1 (a lower bound:
+        a gap measured from it may include offsets of that segment, and says so)."""
+        wm = self._watermark
+        if wm is None or self.registry.coverage(self.topic, self.partition).next_offset > wm:
+            return None
+        found = self.registry.find(self.topic, self.partition, wm)
+        if found is not None:
+            return found.next_offset
+        try:
+            _, metadata = self.store.head_metadata(self.store.keyspace.segment_key(self.topic, self.partition, wm, FileKind.LOG))
+            return int(metadata["tk-last-offset"]) + 1
+        except (ClientError, KeyError, ValueError) as err:  # gone (remote retention), or not ours
+            log.debug("%s: offset.wm's segment %d has no readable .log metadata: %s", self.name, wm, err)
+        bases = [s.base_offset for s in segments] + ([active] if active is not None else [])
+        if wm in bases:
+            later = [b for b in bases if b > wm]
+            return later[0] if later else None
+        log.warning("%s: the end of offset.wm's segment %d is unknown; gaps after it are measured from %d", self.name, wm, wm + 1)
+        return wm + 1
+
+    def _check_deleted_below(self, active: int) -> None:
+        """Every rotated segment is uploaded: offsets between the expected next offset and the
+        active segment that are in no local segment any more were deleted before upload."""
+        floor = self._gap_floor(self._expected_next_offset())
+        if floor is not None and floor < active:
+            self._record_gap(floor, active - 1, "deleted before upload: no local segment holds these offsets any more")
 
     def _account(self, next_offset: int) -> None:
         self._accounted_until = max(self._accounted_until or 0, next_offset)
 
-    def _upload(self, segment: LocalSegment) -> _Upload:
+    def _upload(self, segment: LocalSegment, next_base: int | None) -> _Upload:
         """Read and upload one segment (in the pool; several segments of a partition at once).
 
         Nothing is uploaded for an empty segment, nor for one that starts inside the range already
@@ -210,7 +274,8 @@ class PartitionUploader:
             pause=self._pause_without_slot,
         )
         try:
-            with open_segment(segment) as opened:
+            with open_segment(segment, next_base) as opened:
+                self._settle_snapshot(segment, next_base, opened)
                 stats = read_stats(opened)  # outside the upload slot: the slots stay busy sending bytes
                 if stats.record_count == 0 or (expected is not None and segment.base_offset < expected):
                     return _Upload(stats, None, None)
@@ -218,6 +283,18 @@ class PartitionUploader:
                     return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
         except SegmentGoneError as err:
             return _Upload(None, None, err)
+
+    def _settle_snapshot(self, segment: LocalSegment, next_base: int | None, opened: OpenSegment) -> None:
+        """Keep the producer snapshot only when it is there and whole; wait up to SNAPSHOT_GRACE_S
+        for it (SegmentNotReadyError: retried shortly) when this broker writes snapshots."""
+        if next_base is None or snapshot_ready(opened):
+            return
+        waited = time.monotonic() - self._first_seen.get(segment.base_offset, time.monotonic())
+        if waited < SNAPSHOT_GRACE_S and writes_snapshots(segment.directory):
+            raise SegmentNotReadyError(f"segment {segment.base_offset}: waiting for the broker's {next_base:020d}.snapshot")
+        if FileKind.SNAPSHOT in opened.files:
+            log.warning("%s: %s is incomplete; segment %d is uploaded without it", self.name, opened.names[FileKind.SNAPSHOT], segment.base_offset)
+        opened.drop(FileKind.SNAPSHOT)
 
     def _pause_without_slot(self, seconds: float) -> None:
         """Back off between retries without holding an upload slot: a failing S3 prefix or
@@ -235,8 +312,8 @@ class PartitionUploader:
         if upload.gone is not None:
             if next_base is None:
                 raise SegmentNotReadyError(f"segment {segment.base_offset} is gone; waiting for a later segment to bound the gap")
-            start = expected if expected is not None else segment.base_offset
-            self._record_gap(start, next_base - 1, f"deleted before upload: {upload.gone}")
+            start = self._gap_floor(expected)
+            self._record_gap(segment.base_offset if start is None else start, next_base - 1, f"deleted before upload: {upload.gone}")
             self._advance_watermark(segment.base_offset)
             return
         stats, entry = upload.stats, upload.entry
@@ -249,8 +326,9 @@ class PartitionUploader:
                 log.info("%s: segment %d holds nothing new (last offset %d)", self.name, segment.base_offset, stats.last_offset)
             self._advance_watermark(segment.base_offset)
             return
-        if expected is not None and segment.base_offset > expected:
-            self._record_gap(expected, segment.base_offset - 1, "deleted before upload")
+        floor = self._gap_floor(expected)
+        if floor is not None and segment.base_offset > floor:
+            self._record_gap(floor, segment.base_offset - 1, "deleted before upload")
         crash_point("before_register")
         try:
             added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {segment.base_offset}")

@@ -1,11 +1,15 @@
 """Rebuild a cluster's Redis registry from S3 alone: ``tiered-kafka-agent rebuild-registry``.
 
 Every fact the agent registers is also in S3: a segment's entry in its ``.log`` object's
-``tk-*`` metadata (``remote_store``), and each gap in a marker object (``keyspace.gap_key``). The
+``tk-*`` metadata (``remote_store``), each gap in a marker object (``keyspace.gap_key``), and the
+coverage start in ``coverage.json`` (``keyspace.coverage_start_key``). The
 rebuild lists every prefix of the cluster (all 2**N entropy prefixes), reads those, and for each
 partition replaces its registry keys with exactly what S3 holds. A ``.log`` whose listed files
 are not all present (an upload cut short) is left out, as the agent would not have registered it.
 The result equals what the agent registered (``Registry.dump`` compares them in the tests).
+
+The coverage's ``expired_until`` (offsets remote retention deleted) comes from ``expired.json``,
+which remote retention writes before it deletes anything (``retention``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.keyspace import EXPIRED
 from tiered_kafka.registry import Registry, SegmentEntry
 from tiered_kafka_agent.remote_store import MetadataError, RemoteStore, entry_from_metadata
 
@@ -27,6 +32,7 @@ class RebuildReport:
     partitions: int = 0
     segments: int = 0
     gaps: int = 0
+    coverage_starts: int = 0
     skipped: int = 0
 
 
@@ -34,6 +40,7 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
     report = RebuildReport()
     keys_by_partition: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
     gap_keys: dict[tuple[str, int], list[str]] = defaultdict(list)
+    covered: set[tuple[str, int]] = set()
     for prefix in store.keyspace.cluster_prefixes():
         for key, size in store.list_keys(prefix):
             try:
@@ -43,12 +50,16 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
                     topic, partition, _, _ = store.keyspace.parse_gap_key(key)
                     gap_keys[(topic, partition)].append(key)
                 except InvalidSegmentNameError:
-                    log.warning("rebuild: ignoring %s (not in the keyspace)", key)
+                    try:
+                        covered.add(store.keyspace.parse_coverage_start_key(key))
+                    except InvalidSegmentNameError:
+                        if not key.endswith("/" + EXPIRED):  # read with its partition's coverage start
+                            log.warning("rebuild: ignoring %s (not in the keyspace)", key)
                 continue
             if parsed.segment is not None and parsed.segment.suffix.value == "":
                 keys_by_partition[(parsed.topic, parsed.partition)][key] = size
 
-    for (topic, partition) in sorted(set(keys_by_partition) | set(gap_keys)):
+    for (topic, partition) in sorted(set(keys_by_partition) | set(gap_keys) | covered):
         present = keys_by_partition.get((topic, partition), {})
         entries = []
         for key, size in sorted(present.items()):
@@ -67,12 +78,25 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
             marker = store.read_gap_marker(key)
             registry.record_gap(topic, partition, marker["start_offset"], marker["end_offset"], marker["reason"], detected_ms=marker["detected_ms"])
             report.gaps += 1
+        if (topic, partition) in covered:
+            _restore_coverage(store, registry, topic, partition)
+            report.coverage_starts += 1
         if entries or gap_keys.get((topic, partition)):
             registry.ensure_listed(topic, partition)
         report.partitions += 1
         report.segments += len(entries)
     log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
     return report
+
+
+def _restore_coverage(store: RemoteStore, registry: Registry, topic: str, partition: int) -> None:
+    """The coverage start from coverage.json, and the remote retention mark from expired.json."""
+    start = store.read_coverage_start(topic, partition)
+    if start is not None:  # else deleted since the listing
+        registry.set_coverage_start(topic, partition, start.offset, observed_ms=start.observed_ms)
+    expired_until = store.read_expired(topic, partition)
+    if expired_until is not None:
+        registry.record_expired(topic, partition, expired_until)
 
 
 def _without_overlaps(entries: list[SegmentEntry], report: RebuildReport) -> list[SegmentEntry]:

@@ -4,7 +4,8 @@ Upload of one segment (what a crash at each step leaves behind, all harmless):
 
 1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below), and
    beside it, in parallel, ``.index``, ``.timeindex``, and ``.txnindex``/``.snapshot`` when
-   present — a crash leaves objects nobody references (rebuild ignores a segment whose listed
+   present (the snapshot is the broker's ``{next base}.snapshot``, stored under the segment's
+   stem: ``local_segments``) — a crash leaves objects nobody references (rebuild ignores a segment whose listed
    files are not all there); the next attempt overwrites them;
 2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``.
 
@@ -16,7 +17,11 @@ sent in parallel (boto3's transfer manager), read through the open descriptor
 User metadata on the ``.log`` object (all strings)::
 
     tk-base-offset, tk-last-offset, tk-record-count, tk-min-timestamp, tk-max-timestamp,
-    tk-leader-epoch, tk-checksum ("crc32c:xxxxxxxx"), tk-upload-time-ms, tk-files ("log,index,...")
+    tk-leader-epoch, tk-checksum ("crc32c:xxxxxxxx"), tk-upload-time-ms, tk-files ("log,index,..."),
+    tk-aborted-txns, tk-control-records (absent on objects uploaded before them: read as -1)
+
+Beside offset.wm, the partition's coverage start (``coverage.json``, ``{"offset", "observed_ms"}``),
+the remote retention mark (``expired.json``, ``{"expired_until"}``) and gap markers (``gaps/{start}-{end}``, JSON with the reason): see ``tiered_kafka.keyspace``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from tiered_kafka.errors import CorruptCheckpointError
 from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.registry import SegmentEntry
+from tiered_kafka.registry import CoverageStart, MalformedRegistryDataError, SegmentEntry
 from tiered_kafka_agent.local_segments import OpenSegment, SegmentStats
 from tiered_kafka_agent.retry import RetryPolicy
 
@@ -61,6 +66,8 @@ def entry_metadata(entry: SegmentEntry) -> dict[str, str]:
         f"{META_PREFIX}checksum": entry.checksum,
         f"{META_PREFIX}upload-time-ms": str(entry.upload_time_ms),
         f"{META_PREFIX}files": ",".join(entry.files),
+        f"{META_PREFIX}aborted-txns": str(entry.aborted_txns),
+        f"{META_PREFIX}control-records": str(entry.control_records),
     }
 
 
@@ -81,6 +88,8 @@ def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadat
             leader_epoch=int(metadata[f"{META_PREFIX}leader-epoch"]),
             upload_time_ms=int(metadata[f"{META_PREFIX}upload-time-ms"]),
             files=tuple(metadata[f"{META_PREFIX}files"].split(",")),
+            aborted_txns=int(metadata.get(f"{META_PREFIX}aborted-txns", "-1")),
+            control_records=int(metadata.get(f"{META_PREFIX}control-records", "-1")),
         )
     except (KeyError, ValueError) as err:
         raise MetadataError(f"s3 object {key}: missing or malformed tk-* metadata ({err})") from err
@@ -126,6 +135,8 @@ class RemoteStore:
             leader_epoch=stats.leader_epoch,
             upload_time_ms=time.time_ns() // 1_000_000,
             files=tuple(k.value for k in kinds),
+            aborted_txns=stats.aborted_txns,
+            control_records=stats.control_records,
         )
         companions = [
             self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)
@@ -161,16 +172,7 @@ class RemoteStore:
     def read_watermark(self, topic: str, partition: int) -> int | None:
         """The base offset in the partition's offset.wm, or None when there is none yet."""
         key = self.keyspace.offset_wm_key(topic, partition)
-
-        def get() -> bytes | None:
-            try:
-                return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-            except ClientError as err:
-                if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                    return None
-                raise
-
-        data = self.retry.call(get, what=f"read of s3://{self.bucket}/{key}")
+        data = self._get_or_none(key)
         if data is None:
             return None
         try:
@@ -182,6 +184,56 @@ class RemoteStore:
     def write_watermark(self, topic: str, partition: int, base_offset: int) -> None:
         key = self.keyspace.offset_wm_key(topic, partition)
         body = format_offset_wm(base_offset)
+        self.retry.call(lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body), what=f"write of s3://{self.bucket}/{key}")
+
+    # -- coverage start --------------------------------------------------------------------
+    def read_coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
+        """The partition's coverage.json, or None when there is none.
+
+        Raises MetadataError when it is malformed: the coverage start is never guessed."""
+        key = self.keyspace.coverage_start_key(topic, partition)
+        data = self._get_or_none(key)
+        if data is None:
+            return None
+        try:
+            return CoverageStart.from_dict(json.loads(data), where=f"s3://{self.bucket}/{key}")
+        except (ValueError, MalformedRegistryDataError) as err:
+            raise MetadataError(f"s3 object {key}: malformed coverage start ({err})") from err
+
+    def write_coverage_start(self, topic: str, partition: int, start: CoverageStart) -> None:
+        key = self.keyspace.coverage_start_key(topic, partition)
+        body = json.dumps(start.to_dict(), sort_keys=True).encode()
+        self.retry.call(lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body), what=f"write of s3://{self.bucket}/{key}")
+
+    def _get_or_none(self, key: str) -> bytes | None:
+        def get() -> bytes | None:
+            try:
+                return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            except ClientError as err:
+                if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return None
+                raise
+
+        return self.retry.call(get, what=f"read of s3://{self.bucket}/{key}")
+
+    # -- remote retention mark -------------------------------------------------------------
+    def read_expired(self, topic: str, partition: int) -> int | None:
+        """Offsets below the returned one were deleted by remote retention (None: no mark)."""
+        key = self.keyspace.expired_key(topic, partition)
+        data = self._get_or_none(key)
+        if data is None:
+            return None
+        try:
+            value = json.loads(data)["expired_until"]
+            if not isinstance(value, int) or value < 0:
+                raise TypeError(value)
+            return value
+        except (ValueError, KeyError, TypeError) as err:
+            raise MetadataError(f"s3 object {key}: malformed remote retention mark ({err})") from err
+
+    def write_expired(self, topic: str, partition: int, expired_until: int) -> None:
+        key = self.keyspace.expired_key(topic, partition)
+        body = json.dumps({"expired_until": expired_until}).encode()
         self.retry.call(lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body), what=f"write of s3://{self.bucket}/{key}")
 
     # -- gap markers -----------------------------------------------------------------------

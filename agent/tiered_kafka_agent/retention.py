@@ -5,8 +5,11 @@ does not qualify:
     remote_retention.ms     now - segment max timestamp > ms
     remote_retention.bytes  total remote bytes - segment size >= bytes (what remains stays >= the limit)
 
-Order of deletion, so that nothing ever points at a missing object: the registry entry first
-(readers stop being sent there), then the objects (``.log`` first). A crash in between leaves
+Order of deletion, so that nothing ever points at a missing object: the S3 mark ``expired.json``
+(offsets below the new remote log start were deleted by remote retention: the audit and a rebuilt
+registry count them as expired, not lost), then the registry entry (readers stop being sent
+there; it raises the registry's own ``expired_until``), then the objects (``.log`` first). A crash
+after the mark leaves offsets both remote and marked expired: harmless. A crash in between leaves
 objects without an entry; every run also sweeps the partition's prefix for segment objects below
 the earliest registered base offset and deletes them, so no object is left dangling.
 """
@@ -60,6 +63,9 @@ class RemoteRetention:
             if too_big:
                 excess -= segment.size
             doomed.append(segment)
+        if doomed:
+            remaining = segments[len(doomed)] if len(doomed) < len(segments) else None
+            self.store.write_expired(topic, partition, remaining.base_offset if remaining else doomed[-1].next_offset)
         for segment in doomed:
             self.registry.delete_segment(topic, partition, segment.base_offset)
             self.store.delete_segment_objects(topic, partition, segment.base_offset, [FileKind(k) for k in segment.files])

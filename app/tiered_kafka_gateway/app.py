@@ -1,4 +1,9 @@
-"""The FastAPI application: ``create_app(settings)``."""
+"""The FastAPI application: ``create_app(settings)``.
+
+Sync endpoints (those that block on Redis, S3 or Kafka) run in AnyIO's thread pool (40 threads);
+the probes ``/healthz`` and ``/metrics`` are ``async def`` and never block, so they answer from the
+event loop even when every pool thread waits, e.g. for a slot of an unreachable Kafka's proxy pool.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from tiered_kafka_gateway.config import GatewaySettings
-from tiered_kafka_gateway.errors import install_handlers
+from tiered_kafka_gateway.deps import Authenticate
+from tiered_kafka_gateway.errors import GuardUnexpected, install_handlers
 from tiered_kafka_gateway.metrics import GatewayMetrics
 from tiered_kafka_gateway.remote import ClusterReader
 from tiered_kafka_gateway.routes import health, partitions, records
@@ -63,5 +69,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(records.router)
     app.include_router(health.router)
 
+    # outermost last: timing sees every answer, an escaped exception becomes a 500 with an id,
+    # and authentication runs before routing (so unrouted paths answer 401 alike too)
+    app.add_middleware(Authenticate, settings=settings)
+    app.add_middleware(GuardUnexpected)
     app.add_middleware(_RouteTiming, metrics=app.state.metrics)
     return app

@@ -3,9 +3,26 @@
 The dependencies are ``async def``: they never block, and FastAPI would otherwise hop to its
 thread pool for each one (the endpoints, which do block on Redis and S3, stay sync).
 
-Access control (``auth.enabled``): a token arrives as ``Authorization: Bearer <token>`` or
-``X-API-Key: <token>`` and maps to topic regexes (full match). It is checked before any lookup,
-presign or proxied read; a topic the token may not read is answered 404, as if absent.
+Access control (``auth.enabled``) has two steps, in Kafka's order:
+
+1. **Authentication**, before anything else (``Authenticate``, an ASGI middleware, so it runs
+   before routing, parameter validation and every lookup): a token arrives as
+   ``Authorization: Bearer <token>`` or ``X-API-Key: <token>``. Without a valid one, every path
+   but the probes (:data:`PUBLIC_PATHS`) is answered 401 with one and the same body: an existing
+   cluster, an unknown one and an unrouted path look alike (DESIGN.md, contract 6).
+2. **Authorization**, per topic: a token maps to topic regexes (full match). A topic-scoped request
+   (partition, plan, records, offsets) for a topic no pattern covers is 403
+   ``topic_authorization_failed`` (Kafka's TOPIC_AUTHORIZATION_FAILED), whether or not the topic
+   exists, before any lookup, presign or proxied read.
+
+Topic *listings* list only the topics the caller may read, as Kafka's Metadata response leaves out
+topics the principal may not Describe. That is filtering a list the caller asked for, not hiding
+data it asked for: a caller that names a topic gets the 403.
+
+The probes need no token: ``/healthz``; ``/readyz``, which names the clusters in its body only for
+an authenticated caller (a load balancer without a token sees the status alone); the OpenAPI
+description and its documentation pages. ``/metrics`` (cluster names are its labels) needs a token
+when auth is enabled (Prometheus sends one with ``authorization:`` in the scrape config).
 """
 
 from __future__ import annotations
@@ -13,13 +30,17 @@ from __future__ import annotations
 import hmac
 import re
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Path, Request
 
 from tiered_kafka_gateway.config import GatewaySettings
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response, topic_authorization_failed
 from tiered_kafka_gateway.remote import ClusterReader
+
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+_ACCESS_KEY = "tiered_kafka_gateway.access"  # where Authenticate leaves the caller's Access in the ASGI scope
+UNAUTHENTICATED_MESSAGE = "a valid bearer token or X-API-Key is required"
 
 
 @dataclass(frozen=True)
@@ -30,6 +51,41 @@ class Access:
         return self.patterns is None or any(p.fullmatch(topic) for p in self.patterns)
 
 
+class Authenticate:
+    """ASGI middleware: step 1 of the module docstring; leaves the caller's ``Access`` (or None,
+    unauthenticated on a public path) in the scope for the ``access`` dependency."""
+
+    def __init__(self, app: Any, settings: GatewaySettings) -> None:
+        self.app = app
+        self.enabled = settings.auth.enabled
+        self.tokens = [(known.encode(), tuple(re.compile(p) for p in patterns)) for known, patterns in settings.auth.tokens.items()]
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            access = Access(None) if not self.enabled else self._authenticate(scope)
+            if access is None and scope.get("path") not in PUBLIC_PATHS:
+                await error_response(ErrorCode.UNAUTHORIZED, UNAUTHENTICATED_MESSAGE)(scope, receive, send)
+                return
+            scope[_ACCESS_KEY] = access
+        await self.app(scope, receive, send)
+
+    def _authenticate(self, scope: dict[str, Any]) -> Access | None:
+        token: bytes | None = None
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization" and value[:7].lower() == b"bearer ":
+                token = value[7:].strip()
+                break
+            if name == b"x-api-key" and token is None:
+                token = value
+        if token is None:
+            return None
+        found = None
+        for known, patterns in self.tokens:  # every token compared: the time taken does not depend on which matched
+            if hmac.compare_digest(known, token):
+                found = Access(patterns)
+        return found
+
+
 async def settings(request: Request) -> GatewaySettings:
     return request.app.state.settings
 
@@ -38,21 +94,16 @@ async def readers(request: Request) -> dict[str, ClusterReader]:
     return request.app.state.readers
 
 
-async def access(
-    request: Request,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-    x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> Access:
-    config: GatewaySettings = request.app.state.settings
-    if not config.auth.enabled:
-        return Access(None)
-    token = x_api_key
-    if authorization and authorization.lower().startswith("bearer "):
-        token = authorization[7:].strip()
-    for known, patterns in config.auth.tokens.items():
-        if token is not None and hmac.compare_digest(known.encode(), token.encode()):
-            return Access(tuple(re.compile(p) for p in patterns))
-    raise GatewayError(ErrorCode.UNAUTHORIZED, "a valid bearer token or X-API-Key is required")
+def caller_of(request: Request) -> Access | None:
+    """The caller's access as ``Authenticate`` found it (None: unauthenticated, on a public path)."""
+    return request.scope.get(_ACCESS_KEY)
+
+
+async def access(request: Request) -> Access:
+    found = caller_of(request)
+    if found is None:  # only reachable on a public path that asks for it: refuse like everywhere else
+        raise GatewayError(ErrorCode.UNAUTHORIZED, UNAUTHENTICATED_MESSAGE)
+    return found
 
 
 async def cluster(
@@ -70,7 +121,7 @@ async def readable_topic(
     caller: Annotated[Access, Depends(access)],
 ) -> str:
     if not caller.allows(topic):
-        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}")
+        raise topic_authorization_failed(topic)
     return topic
 
 

@@ -1,21 +1,47 @@
-"""Errors of the gateway and their JSON form: ``{"error": {"code": ..., "message": ...}}``.
+"""Errors of the gateway and their JSON form: ``{"error": {"code": ..., "message": ..., <details>}}``.
 
-Domain errors are raised as ``GatewayError`` anywhere and turned into responses by one handler
-(``install_handlers``); FastAPI's own validation errors become 422 with the same shape. An
-unexpected exception is logged and answered 500 with no internals. Topics a caller may not read
-are answered as if they did not exist (404), so that access control reveals nothing.
+Every response that is not a success has this shape, whoever produced it:
+
+- domain errors, raised as ``GatewayError`` anywhere (one handler, ``install_handlers``);
+- FastAPI's validation errors: 422 ``invalid_request`` with the ``problems``;
+- Starlette's own: an unrouted path is 404 ``not_found``, a wrong method 405
+  ``method_not_allowed`` (with its ``Allow`` header);
+- an unexpected exception: 500 ``internal_error`` whose body carries only an ``error_id``; the
+  same id is logged with the traceback (``GuardUnexpected``). It is not a 503: a 503 tells a
+  client to retry, and a bug does not go away by retrying.
+
+**Answers about absence** (DESIGN.md, contract 6). Authentication comes first: with
+``auth.enabled``, a request without a valid token is answered 401 ``unauthorized`` with one body
+whatever its path (an existing or unknown cluster, an unrouted path), so that unauthenticated
+probing cannot tell which names exist (``deps.Authenticate``). An authenticated caller asking for a
+topic its token does not cover gets 403 ``topic_authorization_failed`` with the ``topic`` and
+``kafka_error_code`` 29, as Kafka answers TOPIC_AUTHORIZATION_FAILED (``Errors.java``) whether or
+not the topic exists: never a 404, which clients read as "no data". A 404 says the cluster, topic or
+partition has no data the gateway can see anywhere (remote storage or Kafka).
+
+**Offsets before the coverage start**: a plan for an offset below the partition's coverage start
+(the log start the agent first observed, ``Registry.coverage_start``) that remote storage does not
+hold is 416 ``offset_out_of_range``, like any offset below the remote range, with the details
+``coverage_start_offset`` (and ``earliest_offset``/``latest_offset``) and a message saying the agent
+never followed those offsets: they are neither lost nor a gap, they predate the agent.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import uuid
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
+
+KAFKA_TOPIC_AUTHORIZATION_FAILED = 29  # org.apache.kafka.common.protocol.Errors.TOPIC_AUTHORIZATION_FAILED
 
 
 @enum.unique
@@ -24,11 +50,15 @@ class ErrorCode(enum.Enum):
 
     INVALID_REQUEST = (422, "invalid_request")
     UNAUTHORIZED = (401, "unauthorized")
+    TOPIC_AUTHORIZATION_FAILED = (403, "topic_authorization_failed")
+    NOT_FOUND = (404, "not_found")
+    METHOD_NOT_ALLOWED = (405, "method_not_allowed")
     UNKNOWN_CLUSTER = (404, "unknown_cluster")
     UNKNOWN_TOPIC_OR_PARTITION = (404, "unknown_topic_or_partition")
     OFFSET_OUT_OF_RANGE = (416, "offset_out_of_range")
     OFFSET_NOT_REMOTE = (416, "offset_not_in_remote_storage")
     UNSUPPORTED_FORMAT = (422, "unsupported_segment_format")
+    INTERNAL_ERROR = (500, "internal_error")
     CORRUPT_REMOTE_DATA = (502, "corrupt_remote_data")
     REGISTRY_UNAVAILABLE = (503, "registry_unavailable")
     STORAGE_UNAVAILABLE = (503, "storage_unavailable")
@@ -52,22 +82,81 @@ class GatewayError(Exception):
         self.details = details
 
 
+def topic_authorization_failed(topic: str) -> GatewayError:
+    return GatewayError(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        f"not authorized to read topic {topic!r}: the token's topic patterns do not cover it",
+        topic=topic,
+        kafka_error_code=KAFKA_TOPIC_AUTHORIZATION_FAILED,
+    )
+
+
 def error_body(error: ErrorCode, message: str, **details: object) -> dict[str, object]:
     return {"error": {"code": error.code, "message": message, **details}}
+
+
+def error_response(error: ErrorCode, message: str, headers: dict[str, str] | None = None, **details: object) -> JSONResponse:
+    if error is ErrorCode.UNAUTHORIZED:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse(error_body(error, message, **details), status_code=error.status, headers=headers)
+
+
+_HTTP_ERRORS = {e.status: e for e in (ErrorCode.NOT_FOUND, ErrorCode.METHOD_NOT_ALLOWED)}
 
 
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.error is ErrorCode.UNAUTHORIZED else None
-        return JSONResponse(error_body(exc.error, exc.message, **exc.details), status_code=exc.error.status, headers=headers)
+        return error_response(exc.error, exc.message, **exc.details)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [{"location": list(e.get("loc", ())), "problem": e.get("msg", "")} for e in exc.errors()]
-        return JSONResponse(error_body(ErrorCode.INVALID_REQUEST, "malformed parameters", problems=problems), status_code=422)
+        return error_response(ErrorCode.INVALID_REQUEST, "malformed parameters", problems=problems)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body(ErrorCode.STORAGE_UNAVAILABLE, "internal error; see the gateway log"), status_code=503)
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        known = _HTTP_ERRORS.get(exc.status_code)
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        code = known.code if known is not None else HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
+        return JSONResponse({"error": {"code": code, "message": message}}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+class GuardUnexpected:
+    """ASGI middleware: an exception no handler took becomes 500 ``internal_error`` with an id.
+
+    The id (16 hex digits) is logged at ERROR with the method, path and traceback, and is the only
+    thing the body says about the failure. The exception is not re-raised, so the server does not
+    log it a second time without the id. If the response had already started, nothing can be sent:
+    the exception is logged with its id and re-raised.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            error_id = uuid.uuid4().hex[:16]
+            log.error("internal error %s on %s %s", error_id, scope.get("method"), scope.get("path"), exc_info=exc)
+            if started:
+                raise
+            response = error_response(ErrorCode.INTERNAL_ERROR, f"internal error {error_id}; the gateway log has its details", error_id=error_id)
+            await response(scope, receive, send)

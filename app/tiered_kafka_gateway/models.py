@@ -6,6 +6,9 @@ from pydantic import BaseModel, Field
 
 
 class ErrorDetail(BaseModel):
+    """Codes may carry details beside ``message`` (e.g. ``topic`` and ``kafka_error_code`` of a 403,
+    ``earliest_offset``/``latest_offset``/``coverage_start_offset`` of a 416, ``error_id`` of a 500)."""
+
     code: str = Field(description="stable error code, e.g. offset_not_in_remote_storage")
     message: str
 
@@ -25,7 +28,11 @@ class TopicPartitions(BaseModel):
 
 class TopicList(BaseModel):
     cluster: str
-    topics: list[TopicPartitions]
+    topics: list[TopicPartitions] = Field(
+        description="topics with remote data, from the registry and from S3 listings (buckets in Pinterest's layout), "
+        "whether or not Kafka knows them; only those the caller may read"
+    )
+    complete: bool = Field(description="false when the S3 listing stopped at the gateway's bound: topics may be missing")
 
 
 class RemoteExtent(BaseModel):
@@ -40,12 +47,25 @@ class KafkaExtent(BaseModel):
     high_watermark: int
 
 
+class GapOut(BaseModel):
+    start_offset: int
+    end_offset: int
+    reason: str
+
+
 class PartitionDetail(BaseModel):
     cluster: str
     topic: str
     partition: int
     remote: RemoteExtent | None = Field(description="null when nothing of the partition is remote")
-    kafka: KafkaExtent | None = Field(description="null when the cluster has no Kafka configured")
+    kafka: KafkaExtent | None = Field(description="null when the cluster has no Kafka configured, or Kafka does not know the partition (kafka_error)")
+    kafka_error: ErrorDetail | None = Field(description="why kafka is null although Kafka is configured (unknown_topic_or_partition)")
+    coverage_start_offset: int | None = Field(
+        description="the log start the agent first observed for the partition: offsets below it were never followed, so they are "
+        "neither remote nor a gap; null when no coverage is recorded (e.g. a bucket written by Pinterest's uploader)"
+    )
+    coverage_observed_ms: int | None = Field(description="when the coverage start was observed (epoch ms); null with it")
+    gaps: list[GapOut] = Field(description="recorded gaps: offsets known never to reach remote storage, with their reasons")
 
 
 class SegmentRef(BaseModel):
@@ -63,12 +83,6 @@ class RangeOut(BaseModel):
     last_offset: int
     url: str = Field(description="presigned SigV4 GET; send the Range header given here")
     range_header: str = Field(description="the Range header the URL was signed with")
-
-
-class GapOut(BaseModel):
-    start_offset: int
-    end_offset: int
-    reason: str
 
 
 class PlanResponse(BaseModel):
@@ -94,7 +108,7 @@ class OffsetForTime(BaseModel):
 
 class Health(BaseModel):
     status: str
-    clusters: dict[str, dict[str, str]] = {}
+    clusters: dict[str, dict[str, str]] = Field({}, description="per cluster, each dependency's state; with auth enabled, only for an authenticated caller")
 
 
 class HeaderOut(BaseModel):

@@ -18,16 +18,18 @@ segments while ``max_bytes``/``max_records`` allow, are fetched server-side and 
 format core (CRCs verified; a bad range is 502 corrupt_remote_data). Records below the requested
 offset (the first batch may start before it) and control records are never returned.
 
-**read_committed over remote data**: a record of a transactional batch of producer P belongs to the
-transaction ended by the first control marker of P after it. Its fate is decided by
-  1. the ``.txnindex`` of every segment read (uploaded by the agent when the broker wrote one; an
-     entry lists an aborted transaction: producer id, first offset, last offset = its ABORT marker),
+**read_committed over remote data** follows the one rule, ``tiered_kafka.transactions`` (KIP-98:
+a transactional record belongs to the transaction its producer's next marker ends; COMMIT
+delivers, ABORT drops; control records are never returned). Its inputs here:
+  1. the ``.txnindex`` of every segment read (``tiered_kafka.format.txn_index``; uploaded by the
+     agent when the broker wrote one): aborted transactions known in advance, as a broker's Fetch
+     response lists them;
   2. the markers in the data read; when some fate is still open, the read looks further ahead for
-     markers only (at most ``max_bytes_limit`` more bytes, remote data only; nothing past the
-     requested window is returned).
-Aborted records are left out. A record whose fate is still unknown (its marker is not in remote
-storage yet) ends the response before it, and ``next_offset`` is its offset — the remote analogue of
-Kafka's last stable offset: a read_committed reader never sees a record that may yet be aborted.
+     markers only (at most ``max_bytes_limit`` more bytes, remote data only, loading the
+     ``.txnindex`` of the segments it passes; nothing past the requested window is returned).
+A record whose fate is still unknown (its marker is not in remote storage yet) ends the response
+before it, and ``next_offset`` is its offset — the remote analogue of Kafka's last stable offset:
+a read_committed reader never sees a record that may yet be aborted.
 
 **Kafka reads** go through ``kafka_offsets.read`` (a pooled consumer, never in a group); with
 read_committed the consumer's isolation.level is read_committed and Kafka filters aborted records.
@@ -36,18 +38,20 @@ read_committed the consumer's isolation.level is read_committed and Kafka filter
 from __future__ import annotations
 
 import base64
-import bisect
 import enum
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tiered_kafka.errors import FormatError, UnsupportedCodecError
-from tiered_kafka.format.record_batch import ControlRecordType, iter_batches
+from tiered_kafka.errors import CorruptIndexError, FormatError, UnsupportedCodecError
+from tiered_kafka.format import txn_index
+from tiered_kafka.format.record_batch import iter_batches
+from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.modes import Mode, Source, decide
 from tiered_kafka.read_plan import ByteRange
+from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.remote_read import DecodedBatch, decode_batch
+from tiered_kafka.transactions import CommittedFilter, Fate
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.models import GapOut, HeaderOut, RecordOut, RecordsResponse
@@ -152,29 +156,9 @@ def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse
 
 
 # -- remote storage -------------------------------------------------------------------------
-_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset (34 bytes)
-_TXN_INDEXES: LRU[tuple[str, str], list[tuple[int, int, int]]] = LRU(1024)
+LOOKAHEAD_FIRST_BYTES = 64 * 1024
+_TXN_INDEXES: LRU[tuple[str, str], list[AbortedTxn]] = LRU(1024)
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
-
-
-@dataclass
-class _Fates:
-    """What decides transactions: markers seen and aborted ranges from .txnindex objects, per producer."""
-
-    markers: dict[int, list[tuple[int, ControlRecordType]]] = field(default_factory=dict)
-    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
-
-    def add_batch(self, batch: DecodedBatch) -> None:
-        if batch.control is not None:
-            bisect.insort(self.markers.setdefault(batch.producer_id, []), (batch.base_offset, batch.control))
-
-    def fate(self, producer_id: int, offset: int) -> ControlRecordType | None:
-        for first, last in self.aborted.get(producer_id, ()):
-            if first <= offset <= last:
-                return ControlRecordType.ABORT
-        markers = self.markers.get(producer_id, [])
-        i = bisect.bisect_right(markers, (offset, ControlRecordType.COMMIT))
-        return markers[i][1] if i < len(markers) else None
 
 
 def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
@@ -191,7 +175,7 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
             latest_offset=info.latest_offset,
         )
     batches: list[DecodedBatch] = []
-    fates = _Fates()
+    aborted: list[AbortedTxn] = []
     seen_segments: set[str] = set()
     budget = request.max_bytes
     position = request.offset
@@ -204,43 +188,29 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
         for byte_range in plan.ranges:
             batches.extend(_read_batches(cluster, plan.segment.object_key, byte_range))
             budget -= byte_range.size
-        if committed:
-            _add_txn_index(cluster, request, plan.segment, fates, seen_segments)
+        if committed and plan.segment.object_key not in seen_segments:
+            seen_segments.add(plan.segment.object_key)
+            aborted.extend(aborted_txns(cluster, request.topic, request.partition, plan.segment))
         position = plan.ranges[-1].last_offset + 1
         wanted = sum(1 for b in batches if b.control is None for r in b.records if r.offset >= request.offset)
         if wanted >= request.max_records or budget <= 0 or position > info.latest_offset:
             break
     data_end = position
 
+    delivered: list[DecodedBatch] = batches
+    held: int | None = None
     if committed:
-        for batch in batches:
-            fates.add_batch(batch)
-        lookahead = cluster.settings.max_bytes_limit
-        while position <= info.latest_offset and lookahead > 0 and _undecided(batches, fates, request.offset):
-            plan = cluster.plan(request.topic, request.partition, position, min(lookahead, cluster.settings.range_bytes))
-            for byte_range in plan.ranges:
-                for batch in _read_batches(cluster, plan.segment.object_key, byte_range, markers_only=True):
-                    fates.add_batch(batch)
-                lookahead -= byte_range.size
-            _add_txn_index(cluster, request, plan.segment, fates, seen_segments)
-            position = plan.ranges[-1].last_offset + 1
+        delivered, held = committed_batches(cluster, request.topic, request.partition, batches, aborted, seen_segments, position, info.latest_offset)
 
     records: list[RecordOut] = []
-    next_offset = data_end
+    next_offset = data_end if held is None else max(held, request.offset)
     done = False
-    for batch in batches:
+    for batch in delivered:
         if batch.control is not None:
             continue
         for record in batch.records:
             if record.offset < request.offset:
                 continue
-            if committed and batch.transactional:
-                fate = fates.fate(batch.producer_id, record.offset)
-                if fate is None:  # not decided in remote storage yet: stop before it (like Kafka's LSO)
-                    next_offset, done = record.offset, True
-                    break
-                if fate is ControlRecordType.ABORT:
-                    continue
             records.append(_remote_record(record, request.encoding))
             if len(records) >= request.max_records:
                 next_offset, done = record.offset + 1, True
@@ -261,12 +231,42 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
     )
 
 
-def _undecided(batches: list[DecodedBatch], fates: _Fates, offset: int) -> bool:
-    return any(
-        fates.fate(b.producer_id, b.last_offset) is None
-        for b in batches
-        if b.transactional and b.control is None and b.last_offset >= offset
-    )
+def committed_batches(
+    cluster: ClusterReader,
+    topic: str,
+    partition: int,
+    batches: list[DecodedBatch],
+    aborted: list[AbortedTxn],
+    seen_segments: set[str],
+    position: int,
+    latest: int,
+) -> tuple[list[DecodedBatch], int | None]:
+    """The batches of a window (``batches``, read up to ``position``) that read_committed delivers,
+    and the first offset held (undecided), or None.
+
+    ``tiered_kafka.transactions.CommittedFilter`` decides, from ``aborted`` (the ``.txnindex``
+    entries of the segments in ``seen_segments``) and the markers in the window; while a
+    transaction stays undecided it reads on from ``position`` for markers only (at most
+    ``max_bytes_limit`` more bytes, up to ``latest``; nothing past the window is returned)."""
+    rule: CommittedFilter[Any] = CommittedFilter(aborted)
+    delivered = [b for batch in batches for b, fate in rule.push_decisions(batch) if fate is Fate.DELIVER]
+    lookahead = cluster.settings.max_bytes_limit
+    step = LOOKAHEAD_FIRST_BYTES  # markers are usually close: read a little, then more (doubling)
+    while rule.undecided and position <= latest and lookahead > 0:
+        plan = cluster.plan(topic, partition, position, min(lookahead, step, cluster.settings.range_bytes))
+        step *= 2
+        if plan.segment.object_key not in seen_segments:
+            seen_segments.add(plan.segment.object_key)
+            rule.add_aborted(aborted_txns(cluster, topic, partition, plan.segment))
+        for byte_range in plan.ranges:
+            if not rule.undecided:
+                break
+            for batch in _read_batches(cluster, plan.segment.object_key, byte_range, markers_only=True):
+                rule.look_ahead(batch)
+            lookahead -= byte_range.size
+        position = plan.ranges[-1].last_offset + 1
+    delivered.extend(b for b, fate in rule.take_released() if fate is Fate.DELIVER)
+    return delivered, rule.first_held_offset
 
 
 def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
@@ -284,30 +284,22 @@ def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, marke
     return decoded
 
 
-def _add_txn_index(cluster: ClusterReader, request: ReadRequest, segment: RemoteSegment, fates: _Fates, seen: set[str]) -> None:
-    """Aborted transactions from the segment's .txnindex, when the agent uploaded one."""
-    if segment.object_key in seen:
-        return
-    seen.add(segment.object_key)
-    entry = cluster._registry(lambda: cluster.registry.find(request.topic, request.partition, segment.base_offset))
+def aborted_txns(cluster: ClusterReader, topic: str, partition: int, segment: RemoteSegment | SegmentEntry) -> list[AbortedTxn]:
+    """The aborted transactions of a segment's ``.txnindex`` (``format.txn_index``), when the agent
+    uploaded one (cached); none for a segment without one (Kafka writes it only for segments that
+    received an ABORT marker). A corrupt file is a 502 corrupt_remote_data."""
+    entry = segment if isinstance(segment, SegmentEntry) else cluster._registry(lambda: cluster.registry.find(topic, partition, segment.base_offset))
     if entry is None or FileKind.TXNINDEX.value not in entry.files:
-        return
+        return []
     key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value
-    for producer_id, first, last in _TXN_INDEXES.get_or_load((cluster.name, key), lambda: parse_txn_index(cluster._get(key), key)):
-        fates.aborted.setdefault(producer_id, []).append((first, last))
 
+    def load() -> list[AbortedTxn]:
+        try:
+            return txn_index.parse(cluster._get(key), name=key)
+        except CorruptIndexError as err:
+            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
 
-def parse_txn_index(data: bytes, name: str) -> list[tuple[int, int, int]]:
-    """(producer id, first offset, last offset) of each aborted transaction in a .txnindex."""
-    if len(data) % _TXN_ENTRY.size:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{name}: size {len(data)} is not a multiple of {_TXN_ENTRY.size}")
-    entries = []
-    for pos in range(0, len(data), _TXN_ENTRY.size):
-        version, producer_id, first, last, _lso = _TXN_ENTRY.unpack_from(data, pos)
-        if version != 0 or last < first:
-            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{name}: invalid entry at byte {pos}")
-        entries.append((producer_id, first, last))
-    return entries
+    return _TXN_INDEXES.get_or_load((cluster.name, key), load)
 
 
 def _remote_record(record: Any, encoding: Encoding) -> RecordOut:

@@ -3,7 +3,17 @@
 Segments come from the Redis registry (``tiered_kafka.registry``). A partition the registry does
 not know — a bucket written by Pinterest's uploader — is found by listing its S3 prefix (cached
 for ``cache.listing_ttl_s``); its last offset comes from the next segment's base or, for the
-newest, from the batch headers after the ``.index``'s last entry.
+newest, from the batch headers after the ``.index``'s last entry. Whether Kafka still knows the
+topic plays no part: remote data is served as long as it is remote.
+
+Topics (``topics``) are those of the registry and those found by listing the cluster's
+``{topic}-{partition}/`` directories in S3 (``s3_listing``: bounded), cached for
+``cache.listing_ttl_s``; a listing cut short by a bound says so (``complete``).
+
+An offset below the partition's coverage start (``Registry.coverage_start``: the log start the
+agent first observed) that remote storage does not hold is answered 416 ``offset_out_of_range``
+with ``coverage_start_offset`` (``errors`` module docstring), not like an offset remote retention
+removed.
 
 Plans are computed by ``tiered_kafka.read_plan`` from the segment's ``.index`` (cached, bounded)
 and batch headers read in windows by ranged GETs (cached per segment, bounded), so a repeated
@@ -13,6 +23,7 @@ plan costs one registry lookup and a presign per range, no S3 request.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -32,11 +43,13 @@ from tiered_kafka.format.segment_names import FileKind, Suffix
 from tiered_kafka.format.time_index import TimeIndex
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
-from tiered_kafka.registry import MAX_OFFSET, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
 from tiered_kafka.service_support import s3_client
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.s3_listing import list_partitions
 
+log = logging.getLogger(__name__)
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -153,6 +166,7 @@ class ClusterReader:
         self.headers: LRU[str, BatchHeaders] = LRU(settings.cache.header_segments)
         self._listings: dict[tuple[str, int], tuple[float, list[RemoteSegment]]] = {}
         self._listing_lock = threading.Lock()
+        self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
         self.s3_gets = 0
         self.presigns = 0
         self._recent_segments = RecentSegments(settings.cache.segment_ttl_s)
@@ -188,8 +202,35 @@ class ClusterReader:
             return None
         return PartitionInfo(listed[0].base_offset, listed[-1].last_offset, len(listed), sum(s.size for s in listed), 0)
 
-    def topics(self) -> dict[str, list[int]]:
-        return self._registry(self.registry.topics)
+    def topics(self) -> tuple[dict[str, list[int]], bool]:
+        """Topic -> sorted partitions with remote data (registry and S3 listing); and whether the
+        listing is complete (False: a bound of the module docstring cut it short)."""
+        registered = self._registry(self.registry.topics)
+        listed, complete = self._listed_partitions()
+        merged = {(t, p) for t, ps in registered.items() for p in ps} | listed
+        out: dict[str, list[int]] = {}
+        for topic, partition in sorted(merged):
+            out.setdefault(topic, []).append(partition)
+        return out, complete
+
+    def _listed_partitions(self) -> tuple[set[tuple[str, int]], bool]:
+        """The partitions found in S3 (``s3_listing.list_partitions``), cached."""
+        now = time.monotonic()
+        with self._listing_lock:
+            if self._partition_listing is not None and now - self._partition_listing[0] < self.settings.cache.listing_ttl_s:
+                return self._partition_listing[1], self._partition_listing[2]
+        listing = list_partitions(self.s3, self.bucket, self.keyspace)
+        if not listing.complete:
+            log.warning("the S3 listing of cluster %s stopped at its bound (%d partitions found)", self.name, len(listing.partitions))
+        with self._listing_lock:
+            self._partition_listing = (now, listing.partitions, listing.complete)
+        return listing.partitions, listing.complete
+
+    def coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
+        return self._registry(lambda: self.registry.coverage_start(topic, partition))
+
+    def gaps(self, topic: str, partition: int) -> list[Gap]:
+        return self._registry(lambda: self.registry.gaps(topic, partition))
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
         return self._registry(lambda: self.registry.segments(topic, partition))
@@ -211,7 +252,9 @@ class ClusterReader:
             return segment, None
         info = self._registry(lambda: self.registry.partition_info(topic, partition))
         if info is not None and not info.is_empty:
-            if offset < info.earliest_offset or offset > info.latest_offset:
+            if offset < info.earliest_offset:
+                raise self._below(topic, partition, offset, info.earliest_offset, info.latest_offset)
+            if offset > info.latest_offset:
                 raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
             following = self._registry(lambda: self.registry.next_segment(topic, partition, offset))
             gaps = self._registry(lambda: self.registry.gaps(topic, partition))
@@ -221,11 +264,23 @@ class ClusterReader:
             return _from_entry(following), gap or Gap(offset, following.base_offset - 1, "no remote segment", 0)
         listed = self._listed(topic, partition)
         if not listed:
+            coverage = self.coverage_start(topic, partition)
+            if coverage is not None and offset < coverage.offset:
+                raise _before_coverage(topic, partition, offset, coverage)
             raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name}")
         for segment in listed:
             if segment.base_offset <= offset <= segment.last_offset:
                 return segment, None
+        if offset < listed[0].base_offset:
+            raise self._below(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
         raise _out_of_range(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
+
+    def _below(self, topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:
+        """The 416 for an offset below the remote range: named as before the coverage start when it is."""
+        coverage = self.coverage_start(topic, partition)
+        if coverage is not None and offset < coverage.offset:
+            return _before_coverage(topic, partition, offset, coverage, earliest_offset=earliest, latest_offset=latest)
+        return _out_of_range(topic, partition, offset, earliest, latest)
 
     def _listed(self, topic: str, partition: int) -> list[RemoteSegment]:
         """Segments found by listing the partition's prefix (Pinterest-layout buckets), cached."""
@@ -346,6 +401,16 @@ def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:
         return parser(data, base, name=key)
     except CorruptIndexError as err:
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
+
+
+def _before_coverage(topic: str, partition: int, offset: int, coverage: CoverageStart, **extent: int) -> GatewayError:
+    return GatewayError(
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        f"offset {offset} of {topic}-{partition} is before the coverage start {coverage.offset}: the agent began following the "
+        f"partition at that offset (observed at {coverage.observed_ms} ms), so remote storage never held earlier offsets",
+        coverage_start_offset=coverage.offset,
+        **extent,
+    )
 
 
 def _out_of_range(topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:

@@ -9,7 +9,20 @@ stdout, one per line: JSON (``--format json``: offset, timestamp, key, value, he
 UTF-8 text when they are, else base64 with ``"encoding": "base64"``) or the bare value
 (``--format value``). A progress bar (on stderr, when it is a terminal or with ``--progress``)
 shows offsets read out of the range. No consumer group is joined: nothing is committed.
-Exit status: 0 done, 1 a read failed (the message names the offset and the cause), 2 bad usage.
+
+The end under read_committed is the last stable offset (Kafka's, as librdkafka's watermarks
+report it under read_committed; for remote data, the first offset of a transaction whose marker
+is not in remote storage yet): ``cat`` stops there, and passes trailing control batches and
+aborted records, which are never delivered.
+
+Never silently empty: ``cat`` exits 0 with no output only for an empty range of an existing
+partition (said on stderr). Asked for offsets it cannot read, it exits 1 naming why, with Kafka's
+error name where there is one: TOPIC_AUTHORIZATION_FAILED (the gateway's 403),
+UNKNOWN_TOPIC_OR_PART, OFFSET_OUT_OF_RANGE (``--from`` below the earliest offset the mode reads, or
+past the end: an explicit ``--from`` is never moved by auto.offset.reset), a recorded gap
+(``--skip-gaps`` reads past it, naming it on stderr), or no record visible in the range.
+Exit status: 0 done, 1 a read failed or nothing of the range could be read (the message names the
+offset and the cause), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -17,23 +30,38 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import sys
+import time
 from typing import Any, TextIO
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from tiered_kafka.consumer import Mode, TieredConsumer
-from tiered_kafka.errors import TieredKafkaError
+from tiered_kafka.consumer import TieredConsumer
+from tiered_kafka.errors import GatewayRequestError, RemoteGapError, TieredKafkaError
+from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.modes import Mode, reads_kafka, reads_remote
+from tiered_kafka.remote_read import visible_until
+
+#: seconds without a record at one position before ``cat`` asks remote storage whether anything
+#: visible is left before its end (an open transaction, or only control batches, end the read)
+STALL_CHECK_S = 1.0
+
+
+class Refused(Exception):
+    """Nothing (more) of what was asked can be read: the message says why (exit status 1)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    _warnings_to_stderr()
     config: dict[str, Any] = {
         "tiered.mode": args.mode,
         "group.id": "tiered-kafka-cli",
         "enable.auto.commit": False,
         "isolation.level": args.isolation_level,
-        "auto.offset.reset": "earliest",
+        # an explicit --from is exact: an offset no tier holds is an error, never a silent reset
+        "auto.offset.reset": "earliest" if args.start is None else "error",
     }
     if args.gateway:
         config.update({"tiered.gateway.url": args.gateway, "tiered.cluster": args.cluster})
@@ -41,46 +69,126 @@ def main(argv: list[str] | None = None) -> int:
         config["tiered.gateway.token"] = args.token
     if args.bootstrap_servers:
         config["bootstrap.servers"] = args.bootstrap_servers
+    if args.skip_gaps:
+        config["tiered.remote.gap.policy"] = "skip"
     try:
+        gateway = GatewayClient(args.gateway, args.cluster, token=args.token) if reads_remote(Mode(args.mode)) else None
         consumer = TieredConsumer(config)
     except (TieredKafkaError, KafkaException, ValueError) as err:
         print(f"tiered-kafka: {err}", file=sys.stderr)
         return 2
     try:
-        return _run(consumer, args, sys.stdout)
+        return _run(consumer, gateway, args, sys.stdout)
     except KeyboardInterrupt:
         return 0
+    except Refused as err:
+        print(f"tiered-kafka: {args.topic}-{args.partition}: {err}", file=sys.stderr)
+        return 1
     except (TieredKafkaError, KafkaException) as err:
-        print(f"tiered-kafka: read failed: {err}", file=sys.stderr)
+        print(f"tiered-kafka: {args.topic}-{args.partition}: read failed: {describe(err)}", file=sys.stderr)
         return 1
     finally:
         consumer.close()
+        if gateway is not None:
+            gateway.close()
 
 
-def _run(consumer: TieredConsumer, args: argparse.Namespace, out: TextIO) -> int:
+def describe(err: BaseException) -> str:
+    """An error's message, with Kafka's error name first when it has one."""
+    if isinstance(err, KafkaException) and isinstance(err.args[0], KafkaError):
+        return f"{err.args[0].name()}: {err.args[0].str()}"
+    if isinstance(err, RemoteGapError):
+        return f"{err} (--skip-gaps reads past it)"
+    return str(err)
+
+
+def _warnings_to_stderr() -> None:
+    """The SDK's warnings (a skipped gap, a reset offset) go to stderr; nothing else is logged."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("tiered-kafka: warning: %(message)s"))
+    sdk = logging.getLogger("tiered_kafka")
+    sdk.addHandler(handler)
+    sdk.setLevel(logging.WARNING)
+
+
+def _run(consumer: TieredConsumer, gateway: GatewayClient | None, args: argparse.Namespace, out: TextIO) -> int:
+    mode = Mode(args.mode)
     tp = TopicPartition(args.topic, args.partition)
+    extent = None if gateway is None else _extent(gateway, mode, args)
     low, high = consumer.get_watermark_offsets(tp)
     start = low if args.start is None else args.start
     end = None if args.command == "tail" else (high if args.end is None else args.end)
+    if _check_range(args, mode, extent, low, high, start, end):
+        return 0
     consumer.assign([TopicPartition(args.topic, args.partition, OFFSET_BEGINNING if args.start is None else start)])
     progress = _progress(args, start, end)
+    written, stopped = 0, None
+    idle_at, idle_since, checked = -1, 0.0, -1
     try:
-        while end is None or _position(consumer, tp) < end:
-            for message in consumer.consume(1000, 0.5):
-                if message.error() is not None:
-                    print(f"tiered-kafka: {message.error()}", file=sys.stderr)
-                    return 1
+        while end is None or (position := _position(consumer, tp)) < end:
+            messages = consumer.consume(1000, 0.5)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    raise Refused(f"{error.name()}: {error.str()}")
                 if end is not None and message.offset() >= end:
                     break
                 out.write(_format(message, args.format))
                 out.write("\n")
+                written += 1
             if progress is not None:
                 progress.update(progress.task_ids[0], completed=min(_position(consumer, tp), end or 0) - start)
+            if messages or end is None or gateway is None:
+                continue
+            if position != idle_at:
+                idle_at, idle_since = position, time.monotonic()
+            elif position != checked and time.monotonic() - idle_since >= STALL_CHECK_S:
+                checked = position  # once per position: is anything visible left before the end?
+                visible = visible_until(gateway, args.topic, args.partition, position, end, read_committed=args.isolation_level == "read_committed")
+                if visible.known and not visible.has_records:
+                    stopped = visible.stable_end if visible.stable_end < end else None
+                    break
     finally:
         if progress is not None:
             progress.stop()
     out.flush()
+    if stopped is not None:
+        print(f"tiered-kafka: {args.topic}-{args.partition}: stopped at offset {stopped}, the last stable offset of remote storage "
+              f"(read_committed: a transaction open there has no marker in remote storage yet)", file=sys.stderr)
+    if written == 0:
+        why = f"a transaction open at offset {stopped} has no marker yet" if stopped is not None else f"no record there is visible under {args.isolation_level}"
+        raise Refused(f"read nothing of offsets {start}..{(end or start) - 1}: {why}")
     return 0
+
+
+def _extent(gateway: GatewayClient, mode: Mode, args: argparse.Namespace) -> PartitionExtent | None:
+    """What the gateway knows of the partition (TOPIC_AUTHORIZATION_FAILED is raised from here);
+    None when it knows nothing and the mode may still find it in Kafka."""
+    try:
+        return gateway.partition(args.topic, args.partition)
+    except GatewayRequestError as err:
+        if err.code != "unknown_topic_or_partition":
+            raise
+        if not reads_kafka(mode):
+            raise Refused(f"UNKNOWN_TOPIC_OR_PART: remote storage holds no data of it and the gateway's Kafka cluster does not know it ({err})") from err
+        return None
+
+
+def _check_range(args: argparse.Namespace, mode: Mode, extent: PartitionExtent | None, low: int, high: int, start: int, end: int | None) -> bool:
+    """Refuse a range the mode cannot read (``Refused``); True when it is empty and nothing was asked."""
+    if mode is Mode.REMOTE_ONLY and extent is not None and extent.remote is None:
+        kafka_low, kafka_high = extent.kafka_log_start_offset, extent.kafka_high_watermark
+        if kafka_high is not None and kafka_low is not None and kafka_high > kafka_low:
+            raise Refused(f"remote storage holds none of it (Kafka holds offsets {kafka_low}..{kafka_high - 1}); REMOTE_ONLY reads remote storage only: give --bootstrap-servers to read Kafka")
+    if start < low:
+        source = "remote storage's earliest offset" if mode is Mode.REMOTE_ONLY else "the earliest offset of the tiers the mode reads"
+        raise Refused(f"OFFSET_OUT_OF_RANGE: offsets {start}..{low - 1} are not readable in {mode.value}: {source} is {low}")
+    if end is None or start < end:
+        return False
+    if start > end or (args.start is not None and args.end is None):
+        raise Refused(f"OFFSET_OUT_OF_RANGE: nothing to read from offset {start}: the end is {high} (tail waits for new records)")
+    print(f"tiered-kafka: {args.topic}-{args.partition}: nothing to read: offsets {start}..{end - 1} is an empty range", file=sys.stderr)
+    return True
 
 
 def _position(consumer: TieredConsumer, tp: TopicPartition) -> int:
@@ -138,6 +246,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--format", choices=["json", "value"], default="json")
         sub.add_argument("--isolation-level", choices=["read_committed", "read_uncommitted"], default="read_committed")
         sub.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+        sub.add_argument("--skip-gaps", action="store_true", help="read past gaps recorded in remote storage (each is named on stderr) instead of failing")
         sub.set_defaults(end=None)
     return parser
 

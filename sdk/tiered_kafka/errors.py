@@ -11,6 +11,7 @@ One root, so callers can catch everything of ours in one clause::
     │   └── CorruptCheckpointError  offset.wm, leader-epoch-checkpoint, ... malformed
     ├── UnsupportedCodecError       a batch uses a compression codec we cannot decode
     ├── LogWriteError               the log.dir writer refused an append (offsets, sizes, ...)
+    │   └── AppendRefusedError      refused by one of Kafka's append rules; names Kafka's error
     ├── OffsetOutOfRangeError       an offset below the log start offset or past the log end
     │   └── OffsetNotRemoteError    remote storage does not hold the offset (the gateway's 416)
     ├── RemoteReadError             reading through the gateway or a presigned URL failed
@@ -77,6 +78,19 @@ class UnsupportedCodecError(TieredKafkaError):
 
 class LogWriteError(TieredKafkaError):
     """The log.dir writer refused an append or a retention step."""
+
+
+class AppendRefusedError(LogWriteError):
+    """An append broke one of Kafka's rules (batch size, producer epoch, sequence, transaction state).
+
+    ``kafka_error`` is the Kafka error a broker answers, in snake case (``message_too_large``,
+    ``record_list_too_large`` (Kafka's RecordBatchTooLargeException), ``invalid_producer_epoch``, ``out_of_order_sequence_number``,
+    ``invalid_txn_state``, ``transaction_coordinator_fenced``).
+    """
+
+    def __init__(self, kafka_error: str, message: str) -> None:
+        super().__init__(message)
+        self.kafka_error = kafka_error
 
 
 class OffsetOutOfRangeError(TieredKafkaError):

@@ -11,10 +11,30 @@ Two HTTP connection pools (httpx, keep-alive):
     extra header is the ``Range`` the URL was signed with (the read-plan contract).
 
 Retries: connection failures, timeouts and 5xx/429 answers are retried ``retries`` times with
-exponential backoff; then the last error is raised (``RemoteReadError``). A 4xx answer of the
-gateway is raised at once. A 403 from S3 (the URL expired) or a 404 (remote retention removed the
-object after it was planned) is ``PresignedUrlError``: the caller re-plans and tries once more; a
-re-plan of an offset no longer remote raises ``OffsetNotRemoteError``.
+exponential backoff; then the last error is raised (``RemoteReadError``). A 500 ``internal_error``
+or 502 ``corrupt_remote_data`` (a bug, or bytes in S3 that are not Kafka's: not transient) and every
+4xx answer of the gateway are raised at once. A 403 from S3 (the URL expired) or a 404 (remote retention removed the object after it was
+planned) is ``PresignedUrlError``: the caller re-plans and tries once more; a re-plan of an offset
+no longer remote raises ``OffsetNotRemoteError``.
+
+Never silently empty: the gateway's errors map to exceptions as follows, and only the first two
+ever mean "remote storage holds nothing here":
+  * 416 ``offset_out_of_range`` / ``offset_not_in_remote_storage`` -> ``OffsetNotRemoteError``
+    (with the remote range from the error's details);
+  * 404 ``unknown_topic_or_partition`` answered to ``/plan`` -> ``OffsetNotRemoteError`` with no
+    range: the partition has no remote data at all (it is true there: access control answers
+    403, so a 404 no longer hides an unreadable topic). Elsewhere that 404 is a
+    ``GatewayRequestError`` whose ``code`` the caller may test;
+  * 403 ``topic_authorization_failed`` -> ``TopicAuthorizationError`` (Kafka's
+    TOPIC_AUTHORIZATION_FAILED), never retried;
+  * 401 ``unauthorized`` -> ``GatewayRequestError`` naming the token problem, never retried;
+  * anything else -> ``GatewayRequestError`` (status, code, message).
+
+A presigned ranged GET must be answered 206 Partial Content with a ``Content-Range`` equal to the
+range asked (RFC 9110, section 14.4): a 200 means the server or a proxy ignored the ``Range`` and is
+sending the whole object, which is refused before its body is read (``RemoteReadError``). Messages
+name the object by its URL without the query string: a presigned query string is a credential and
+is never logged.
 """
 
 from __future__ import annotations
@@ -24,11 +44,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
-from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
+from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError, TopicAuthorizationError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,7 +126,9 @@ class GatewayClient:
         retries: int = 5,
         backoff_s: float = 0.1,
         max_connections: int = 16,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """``transport`` replaces both pools' network transport (``httpx.MockTransport`` in unit tests)."""
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"gateway URL must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -114,9 +136,10 @@ class GatewayClient:
         self.retries = retries
         self.backoff_s = backoff_s
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self.has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits)
-        self._s3 = httpx.Client(timeout=timeout_s, limits=limits)
+        self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits, transport=transport)
+        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, transport=transport)
 
     def close(self) -> None:
         self._api.close()
@@ -189,31 +212,41 @@ class GatewayClient:
 
     # -- presigned S3 ranges ------------------------------------------------------------------
     def fetch(self, planned: PlannedRange) -> bytes:
-        """GET one presigned range; its length is checked against the plan."""
+        """GET one presigned range: a 206 whose ``Content-Range`` and length match the plan."""
 
         def attempt() -> bytes:
-            response = self._s3.get(planned.url, headers={"Range": planned.range_header})
-            if response.status_code in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
-                raise PresignedUrlError(f"S3 refused the presigned GET of bytes {planned.start}..{planned.end} ({response.status_code}): {_s3_message(response)}")
-            if response.status_code >= 500 or response.status_code == 429:
-                raise _Retry(f"S3 answered {response.status_code} for bytes {planned.start}..{planned.end}")
-            if response.status_code not in (200, 206):
-                raise RemoteReadError(f"S3 answered {response.status_code} for bytes {planned.start}..{planned.end}: {_s3_message(response)}")
-            data = response.content
+            with self._s3.stream("GET", planned.url, headers={"Range": planned.range_header}) as response:
+                status = response.status_code
+                if status in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
+                    response.read()
+                    raise PresignedUrlError(f"S3 refused the presigned GET of {where} ({status}): {_s3_message(response)}")
+                if status >= 500 or status == 429:
+                    raise _Retry(f"S3 answered {status} for {where}")
+                if status == 200:  # the Range was ignored: the body is the whole object; not read
+                    raise RemoteReadError(
+                        f"S3 answered 200 instead of 206 Partial Content for {where}: the server or a proxy ignored the Range header "
+                        f"(Content-Length {response.headers.get('content-length', 'unknown')}); refusing to read the whole object"
+                    )
+                if status != 206:
+                    response.read()
+                    raise RemoteReadError(f"S3 answered {status} for {where}: {_s3_message(response)}")
+                check_content_range(response.headers.get("content-range"), planned, where)
+                data = response.read()
             if len(data) != planned.size:
-                raise _Retry(f"S3 returned {len(data)} bytes for the {planned.size}-byte range {planned.range_header}")
+                raise _Retry(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
             return data
 
-        return self._with_retries(attempt, f"GET of range {planned.range_header} (offsets {planned.first_offset}..{planned.last_offset})")
+        where = f"{planned.range_header} of {object_url(planned.url)}"
+        return self._with_retries(attempt, f"GET of {where} (offsets {planned.first_offset}..{planned.last_offset})")
 
     # -- plumbing -----------------------------------------------------------------------------
     def _get_json(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
             response = self._api.get(path, params=params)
-            if response.status_code >= 500 or response.status_code == 429:
+            if (response.status_code >= 500 or response.status_code == 429) and _error_code(response) not in _NOT_TRANSIENT:
                 raise _Retry(_describe_error(response))
             if response.status_code != 200:
-                raise _gateway_error(response)
+                raise _gateway_error(response, has_token=self.has_token)
             try:
                 body = response.json()
             except ValueError as err:
@@ -238,6 +271,10 @@ class GatewayClient:
         raise AssertionError("unreachable")
 
 
+#: 5xx codes of the gateway that trying again cannot fix: a bug, or bytes in S3 that are not Kafka's format
+_NOT_TRANSIENT = frozenset({"internal_error", "corrupt_remote_data"})
+
+
 class _Retry(Exception):
     """A transient failure: try again."""
 
@@ -253,23 +290,64 @@ def _field(body: Any, name: str, kind: type[T]) -> T:
     return value
 
 
-def _gateway_error(response: httpx.Response) -> GatewayRequestError | OffsetNotRemoteError:
+def _error_code(response: httpx.Response) -> str | None:
+    """The ``code`` of the gateway's error envelope ``{"error": {"code", "message", ...}}``."""
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _gateway_error(response: httpx.Response, *, has_token: bool = True) -> GatewayRequestError | OffsetNotRemoteError:
+    """The exception for a gateway's non-200 answer (the mapping in the module docstring)."""
     try:
         error = response.json()["error"]
         code, message = str(error["code"]), str(error["message"])
         details = {k: v for k, v in error.items() if k not in ("code", "message")}
     except (ValueError, KeyError, TypeError):
         code, message, details = "http_error", response.text[:200], {}
-    if response.status_code == 416 and code in ("offset_out_of_range", "offset_not_in_remote_storage"):
+    status = response.status_code
+    if status == 416 and code in ("offset_out_of_range", "offset_not_in_remote_storage"):
         offset = int(response.request.url.params.get("offset", -1))
         earliest, latest = details.get("earliest_offset"), details.get("latest_offset")
         return OffsetNotRemoteError(
             f"gateway: {message}", offset=offset, earliest=earliest if isinstance(earliest, int) else None, latest=latest if isinstance(latest, int) else None
         )
-    if response.status_code == 404 and code == "unknown_topic_or_partition" and response.request.url.path.endswith("/plan"):
+    if status == 404 and code == "unknown_topic_or_partition" and response.request.url.path.endswith("/plan"):
         offset = int(response.request.url.params.get("offset", -1))
         return OffsetNotRemoteError(f"gateway: {message}", offset=offset, earliest=None, latest=None)
-    return GatewayRequestError(f"gateway answered {response.status_code} {code}: {message}", status=response.status_code, code=code, details=details)
+    if status == 403 and code == "topic_authorization_failed":
+        topic = details.get("topic")
+        if not isinstance(topic, str):
+            topic = _topic_of(response.request.url.path) or "?"
+        return TopicAuthorizationError(
+            f"TOPIC_AUTHORIZATION_FAILED: the gateway token may not read topic {topic!r} (403 topic_authorization_failed: {message})",
+            topic=topic,
+            details=details,
+        )
+    if status == 401:
+        problem = "the gateway token was not accepted" if has_token else "no gateway token was given (set tiered.gateway.token)"
+        return GatewayRequestError(f"gateway answered 401 {code}: {problem}: {message}", status=status, code=code, details=details)
+    return GatewayRequestError(f"gateway answered {status} {code}: {message}", status=status, code=code, details=details)
+
+
+def _topic_of(path: str) -> str | None:
+    """The topic of an API path ``.../topics/{topic}/...`` (None for other paths)."""
+    parts = path.split("/")
+    return unquote(parts[parts.index("topics") + 1]) if "topics" in parts[:-1] else None
+
+
+def object_url(url: str) -> str:
+    """A presigned URL without its query string (the signature): safe to put in a message or a log."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def check_content_range(header: str | None, planned: PlannedRange, where: str) -> None:
+    """A 206's ``Content-Range: bytes first-last/complete`` must be the range asked (RFC 9110, 14.4)."""
+    expected = f"bytes {planned.start}-{planned.end - 1}/"
+    if header is None or not header.startswith(expected):
+        raise RemoteReadError(f"S3 answered 206 for {where} with Content-Range {header!r}, expected {expected}<size>: not the range asked")
 
 
 def _describe_error(response: httpx.Response) -> str:

@@ -9,6 +9,14 @@ Gap markers (offset ranges known never to reach remote storage, e.g. deleted by 
 the agent could upload them) live beside the segments, so the registry can be rebuilt from S3
 alone: ``.../{topic}-{partition}/gaps/{start:020d}-{end:020d}`` (body: JSON with the reason).
 
+The partition's coverage start (DESIGN.md, contract 5: the log start offset the agent first
+observed; ``tiered_kafka.registry.CoverageStart``) is kept beside offset.wm for the same reason:
+``.../{topic}-{partition}/coverage.json`` (body: ``{"offset": int, "observed_ms": int}``), and so is
+how far remote retention has deleted: ``.../{topic}-{partition}/expired.json`` (body:
+``{"expired_until": int}``, offsets below it were deleted by remote retention). None of these
+nor the gap markers is a segment file: :meth:`Keyspace.parse` refuses them, so listings that
+look for segments pass them by.
+
 ``{entropy}`` appears only when ``entropy_bits`` N > 0: the first N bits, written as '0'/'1'
 characters, of MD5 over the UTF-8 string ``f"{cluster}-{topic}-{partition}"``, bytes taken
 most-significant bit first. It spreads partitions over 2**N S3 prefixes (S3 allows about
@@ -38,6 +46,8 @@ from tiered_kafka.format.segment_names import (
 
 MAX_ENTROPY_BITS = 128  # the width of an MD5 digest
 GAPS_DIR = "gaps"
+COVERAGE_START = "coverage.json"
+EXPIRED = "expired.json"
 _GAP_NAME_RE = re.compile(r"^(?P<start>\d{20})-(?P<end>\d{20})$")
 
 
@@ -85,6 +95,27 @@ class Keyspace:
 
     def offset_wm_key(self, topic: str, partition: int) -> str:
         return self.partition_prefix(topic, partition) + OFFSET_WM
+
+    def coverage_start_key(self, topic: str, partition: int) -> str:
+        """The partition's coverage start object, beside offset.wm."""
+        return self.partition_prefix(topic, partition) + COVERAGE_START
+
+    def expired_key(self, topic: str, partition: int) -> str:
+        """The partition's remote retention mark, beside offset.wm."""
+        return self.partition_prefix(topic, partition) + EXPIRED
+
+    def parse_partition_file_key(self, key: str, name: str) -> tuple[str, int]:
+        """(topic, partition) of a partition's ``name`` object (COVERAGE_START, EXPIRED);
+        raises InvalidSegmentNameError."""
+        directory, _, found = key.rpartition("/")
+        if found != name:
+            raise InvalidSegmentNameError(f"object key {key!r} is not a {name}")
+        parsed = self.parse(f"{directory}/{OFFSET_WM}")
+        return parsed.topic, parsed.partition
+
+    def parse_coverage_start_key(self, key: str) -> tuple[str, int]:
+        """(topic, partition) of a coverage start key; raises InvalidSegmentNameError."""
+        return self.parse_partition_file_key(key, COVERAGE_START)
 
     def gap_key(self, topic: str, partition: int, start: int, end: int) -> str:
         return f"{self.partition_prefix(topic, partition)}{GAPS_DIR}/{format_offset(start)}-{format_offset(end)}"

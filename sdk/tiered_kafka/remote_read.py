@@ -1,16 +1,21 @@
 """Reading one planned range: fetch it (re-planning an expired URL), check it is batch-aligned as
 the read-plan contract promises (DESIGN.md, contract 3), verify every CRC and decode it.
 
-Shared by ``TieredConsumer`` (in its prefetch threads) and the PySpark data source (in executors).
+Shared by ``TieredConsumer`` (in its prefetch threads) and the PySpark data source (in executors),
+and by the CLI's end-of-read check (``visible_until``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tiered_kafka.errors import CorruptRecordError, PresignedUrlError, RemoteReadError
+from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
 from tiered_kafka.format.record_batch import ControlRecordType, Record, RecordBatch, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
+from tiered_kafka.transactions import CommittedFilter
+
+#: bytes per plan when scanning for ``visible_until``
+SCAN_PLAN_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -85,3 +90,50 @@ def decode_range(data: bytes, planned: PlannedRange, *, object_key: str) -> list
             position=planned.start,
         )
     return batches
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """What a reader at ``start`` can still get of remote offsets ``start..end-1`` (``visible_until``).
+
+    ``stable_end``: where reading must stop for now (read_uncommitted: ``end``; read_committed: the
+    first offset of the earliest transaction still open in remote storage, Kafka's last stable
+    offset, capped at ``end``). ``has_records``: whether any record in ``start..stable_end-1``
+    would be delivered (False when only control batches, aborted or filtered records remain).
+    ``known``: False when remote storage could not answer (offsets not remote, or a recorded gap
+    in the way): then nothing is concluded.
+    """
+
+    stable_end: int
+    has_records: bool
+    known: bool = True
+
+
+def visible_until(client: GatewayClient, topic: str, partition: int, start: int, end: int, *, read_committed: bool) -> Visibility:
+    """Scan remote batches ``start..end-1`` and say what a reader positioned at ``start`` can still
+    get there (``Visibility``), with the read_committed rule of ``tiered_kafka.transactions``.
+
+    A reader whose position stops moving before ``end`` uses it to tell "the rest is not visible"
+    (an open transaction, trailing control batches) from "the rest is still coming".
+    """
+    committed = CommittedFilter() if read_committed else None
+    offset, has_records = start, False
+    while offset < end:
+        try:
+            plan = client.plan(topic, partition, offset, SCAN_PLAN_BYTES)
+        except OffsetNotRemoteError:
+            return Visibility(end, True, known=False)
+        if plan.gap is not None:
+            return Visibility(end, True, known=False)
+        for planned in plan.ranges:
+            if planned.first_offset >= end:
+                break
+            for batch in decode_range(fetch_range(client, topic, partition, planned), planned, object_key=plan.object_key):
+                if batch.base_offset >= end:
+                    break
+                records = batch.records if committed is None else committed.push(batch)
+                has_records = has_records or any(start <= r.offset < end for r in records)
+        offset = plan.next_offset
+    held = None if committed is None else committed.first_held_offset
+    stable_end = end if held is None else max(start, min(end, held))
+    return Visibility(stable_end, has_records)

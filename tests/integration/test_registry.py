@@ -18,6 +18,8 @@ import redis
 from redis.crc import key_slot
 
 from tiered_kafka.registry import (
+    Coverage,
+    CoverageStart,
     Gap,
     MalformedRegistryDataError,
     PartitionInfo,
@@ -25,6 +27,7 @@ from tiered_kafka.registry import (
     RegistryConflictError,
     RegistryError,
     RegistryUnavailableError,
+    RegistryValueError,
     SegmentEntry,
     SegmentOverlapError,
     hash_tag,
@@ -368,6 +371,97 @@ def test_clear_partition_and_rebuild_give_the_same_dump(client: redis.Redis, reg
     assert our_keys(client, cluster_name) == []
 
 
+# -- coverage (DESIGN.md, contract 5) --------------------------------------------------------------
+
+
+def test_coverage_start_is_set_once_and_the_first_observation_wins(registry: Registry, clock: list[int]) -> None:
+    assert registry.coverage_start("orders", 3) is None
+    assert registry.coverage("orders", 3) == Coverage(None, -1, -1)
+    assert registry.set_coverage_start("orders", 3, 100) == CoverageStart(100, 1_000)
+    clock[0] = 2_000
+    assert registry.set_coverage_start("orders", 3, 500, observed_ms=5) == CoverageStart(100, 1_000)  # kept
+    assert registry.coverage_start("orders", 3) == CoverageStart(100, 1_000)
+    assert registry.coverage_start("orders", 4) is None
+    with pytest.raises(RegistryValueError):
+        registry.set_coverage_start("orders", 3, -1)
+
+
+def test_concurrent_coverage_starts_agree(redis_server: Any, cluster_name: str) -> None:
+    results: list[CoverageStart] = []
+
+    def observe(offset: int) -> None:
+        client = redis.Redis.from_url(redis_server.url)
+        results.append(Registry(client, cluster_name).set_coverage_start("orders", 0, offset, observed_ms=offset))
+        client.close()
+
+    threads = [threading.Thread(target=observe, args=(o,)) for o in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 20 and len(set(results)) == 1
+
+
+def test_a_partition_with_only_a_coverage_start_or_gaps_is_listed(registry: Registry) -> None:
+    registry.set_coverage_start("fresh", 0, 0)
+    registry.record_gap("lost", 2, 0, 9, "deleted before upload")
+    assert registry.topics() == {"fresh": [0], "lost": [2]}
+    assert registry.discover_partitions() == [("fresh", 0), ("lost", 2)]
+    assert registry.partition_info("fresh", 0) is None and registry.partition_info("lost", 2) is None
+
+
+def test_coverage_marks_survive_remote_retention_emptying_the_partition(registry: Registry) -> None:
+    registry.set_coverage_start("orders", 3, 0)
+    registry.record_gap("orders", 3, 0, 99, "deleted before upload")
+    for base in (100, 200):
+        registry.register(entry(base, base + 99))
+    assert registry.coverage("orders", 3) == Coverage(CoverageStart(0, 1_000), 300, -1)
+    assert registry.delete_segment("orders", 3, 100) is not None  # the oldest: remote log start moves
+    assert registry.coverage("orders", 3) == Coverage(CoverageStart(0, 1_000), 300, 200)
+    assert registry.gaps("orders", 3) == []  # retention moved past it
+    assert registry.delete_segment("orders", 3, 200) is not None
+    assert registry.partition_info("orders", 3) == PartitionInfo(-1, -1, 0, 0, 1_000)
+    assert registry.coverage("orders", 3) == Coverage(CoverageStart(0, 1_000), 300, 300)  # still known
+    registry.record_expired("orders", 3, 250)  # never lowered
+    assert registry.coverage("orders", 3).expired_until == 300
+    assert ("orders", 3) in registry.partitions()
+
+
+def test_deleting_a_segment_other_than_the_oldest_expires_nothing(registry: Registry) -> None:
+    for base in (0, 100, 200):
+        registry.register(entry(base, base + 99))
+    registry.delete_segment("orders", 3, 100)
+    assert registry.coverage("orders", 3) == Coverage(None, 300, -1)
+
+
+def test_next_offset_counts_entries_registered_before_the_mark(client: redis.Redis, registry: Registry) -> None:
+    registry.register(entry(0, 99))
+    registry.record_gap("orders", 3, 100, 149, "x")
+    client.delete(registry.keys("orders", 3).coverage)  # as an older registry left it
+    assert registry.coverage("orders", 3).next_offset == 150
+    registry.register(entry(0, 99))  # a no-op registration heals the mark
+    assert client.hget(registry.keys("orders", 3).coverage, "next_offset") in (b"100", "100")
+
+
+def test_transaction_fields_are_stored_and_read_back(client: redis.Redis, registry: Registry) -> None:
+    e = entry(0, 99, aborted_txns=2, control_records=7)
+    registry.register(e)
+    assert registry.find("orders", 3, 5) == e
+    key = registry.keys("orders", 3).segment(0)
+    client.hdel(key, "aborted_txns", "control_records")  # an entry registered before the fields
+    old = registry.find("orders", 3, 5)
+    assert old is not None and (old.aborted_txns, old.control_records) == (-1, -1)
+
+
+def test_malformed_coverage_is_reported_with_its_key(client: redis.Redis, registry: Registry) -> None:
+    key = registry.keys("orders", 3).coverage
+    client.hset(key, mapping={"start_offset": "x", "observed_ms": "1"})
+    with pytest.raises(MalformedRegistryDataError, match=re.escape(key)):
+        registry.coverage_start("orders", 3)
+    with pytest.raises(MalformedRegistryDataError, match="start_offset"):
+        registry.coverage("orders", 3)
+
+
 # -- the Redis Cluster contract: one hash tag per partition ----------------------------------------
 
 
@@ -385,7 +479,7 @@ def test_every_key_of_a_partition_is_in_one_slot(client: redis.Redis, registry: 
         if tag != cluster_name:
             assert all(k.startswith(f"tk:{{{tag}}}:") for k in tagged)
     assert sorted(k.rsplit(":", 1)[-1] for k in by_tag[f"{cluster_name}/orders-0"]) == sorted(
-        ["segments", "info", "gaps", "gap-details", *(f"{b:020d}" for b in (0, 100, 300))]
+        ["segments", "info", "gaps", "gap-details", "coverage", *(f"{b:020d}" for b in (0, 100, 300))]
     )
 
 
@@ -437,7 +531,12 @@ def test_no_command_touches_two_slots(redis_server: Any, client: redis.Redis, re
         with contextlib.suppress(RegistryConflictError):
             registry.register(entry(0, 99, partition=0, size=1))
         registry.record_gap("orders", 0, 200, 299, "again")
+        registry.set_coverage_start("orders", 0, 0)
+        registry.set_coverage_start("orders", 0, 5)  # already set
+        registry.record_expired("orders", 0, 10)
         for topic, partition in registry.partitions():
+            registry.coverage_start(topic, partition)
+            registry.coverage(topic, partition)
             registry.find(topic, partition, 150)
             registry.next_segment(topic, partition, 150)
             registry.segments(topic, partition, from_offset=150, limit=5)
@@ -617,10 +716,18 @@ def test_works_on_redis_cluster(redis_cluster: list[_ClusterNode], cluster_name:
         assert registry.segments("orders", 5, from_offset=150) == [entry(100, 199, partition=5), entry(300, 399, partition=5)]
         assert registry.partition_info("orders", 5) == PartitionInfo(0, 399, 3, 3000, 7)
         assert registry.gaps("orders", 5) == [Gap(200, 299, "deleted before upload", 7)]
+        assert registry.set_coverage_start("orders", 5, 0) == CoverageStart(0, 7)
+        assert registry.set_coverage_start("orders", 5, 50, observed_ms=9) == CoverageStart(0, 7)
+        assert registry.coverage_start("orders", 5) == CoverageStart(0, 7)
         assert registry.delete_segment("orders", 5, 0) == entry(0, 99, partition=5)
         assert registry.partition_info("orders", 5) == PartitionInfo(100, 399, 2, 2000, 7)
+        assert registry.coverage("orders", 5) == Coverage(CoverageStart(0, 7), 400, 100)
+        registry.set_coverage_start("only-coverage", 0, 42)
+        assert registry.topics()["only-coverage"] == [0]
+        assert ("only-coverage", 0) in registry.discover_partitions()
+        partitions.append(("only-coverage", 0))
         dump = registry.dump()
-        assert len(dump["partitions"]) == 9 and len(dump["partitions"]["orders-5"]["segments"]) == 2
+        assert len(dump["partitions"]) == 10 and len(dump["partitions"]["orders-5"]["segments"]) == 2
         assert registry.clear_partition("orders", 5) == 2
         assert ("orders", 5) not in registry.partitions()
         for t, p in registry.partitions():

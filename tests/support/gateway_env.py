@@ -8,7 +8,10 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.fixtures import FIXTURES, MANIFEST
 from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings
 from tiered_kafka_gateway.app import create_app
@@ -48,3 +51,17 @@ def uploaded_partition(start_dev_broker: Any, tmp_path: Path, redis_server: Any,
     with Agent(settings):
         wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated_bases(tmp_path / "logs" / f"{topic}-0"), what="uploaded")
     return broker, settings
+
+
+def pinterest_bucket(s3_server: Any, bucket: str, keyspace: Keyspace, topic: str, segments: int = 4, fixture: str = "test_topic_a-0") -> int:
+    """The first ``segments`` broker-written segments of a fixture partition, uploaded as
+    Pinterest's uploader lays them out (keys of ``keyspace`` for ``topic``-0, no registry); the
+    last offset uploaded."""
+    client = s3_server.client()
+    logs = sorted(MANIFEST[fixture])[:segments]
+    for name in logs:
+        base = int(name[:20])
+        for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
+            body = (FIXTURES / fixture / f"{name[:20]}.{kind.value}").read_bytes()
+            client.put_object(Bucket=bucket, Key=keyspace.segment_key(topic, 0, base, kind), Body=body)
+    return MANIFEST[fixture][logs[-1]]["last_offset"]

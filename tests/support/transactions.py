@@ -1,61 +1,78 @@
-"""A partition log with transactions, built by hand (the development broker has no transactions).
+"""A partition log with transactions, built by hand with the format core (independent of any broker).
 
 Offsets (segment 0, segment 14, active segment 22):
     0-1 plain | 2-4 p7 | 5-7 p8 | 8 p7 | 9 COMMIT p7 | 10 ABORT p8 | 11-12 p9 | 13 plain
     14 ABORT p9 | 15-16 p10 | 17 plain | 18 ABORT p10 | 19-20 p11 | 21 plain
     22 COMMIT p11 (in the active segment: never uploaded)
 read_committed over the uploaded segments: 0 1 2 3 4 8 13 17, then p11 is undecided (stop at 19).
+p9 is aborted by a marker (and a .txnindex entry) in a later segment than its records; p11 is
+still open at the end of remote data. Each record's timestamp is BASE_TIMESTAMP + its offset.
 """
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 from typing import Any
 
 from tests.support.batches import Rec, build_control, build_v2
+from tiered_kafka.format import txn_index
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
 from tiered_kafka.format.record_batch import ControlRecordType
+from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka_agent.config import AgentSettings
 
 COMMITTED_OFFSETS = [0, 1, 2, 3, 4, 8, 13, 17]
 UNCOMMITTED_OFFSETS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 15, 16, 17, 19, 20, 21]
 
 
-def recs(tag: str, n: int, headers: bool = False) -> list[Rec]:
-    return [Rec(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode(), 1_700_000_000_000 + i, [("h", f"{tag}{i}".encode())] if headers else []) for i in range(n)]
+BASE_TIMESTAMP = 1_700_000_000_000
+
+
+def recs(tag: str, n: int, headers: bool = False, at: int = 0) -> list[Rec]:
+    """``n`` records; the i-th has timestamp BASE_TIMESTAMP + at + i (the log passes its offset as ``at``)."""
+    return [Rec(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode(), BASE_TIMESTAMP + at + i, [("h", f"{tag}{i}".encode())] if headers else []) for i in range(n)]
 
 
 def txn_entry(producer_id: int, first: int, last: int, lso: int) -> bytes:
-    return struct.pack(">hqqqq", 0, producer_id, first, last, lso)
+    """One .txnindex entry (``format.txn_index``'s layout)."""
+    return AbortedTxn(producer_id, first, last, lso).to_bytes()
+
+
+#: the .txnindex entries Kafka writes for the log (TransactionIndex/AbortedTxn): the LSO of an entry
+#: is the first offset of the earliest *other* transaction still open at the abort, else marker + 1;
+#: no other transaction is open at 10, 14 or 18 (p7 committed at 9, p11 starts at 19)
+ABORTED_TXNS = {
+    0: [AbortedTxn(8, 5, 10, 11)],
+    14: [AbortedTxn(9, 11, 14, 15), AbortedTxn(10, 15, 18, 19)],
+}
 
 
 def write_transactional_log(directory: Path) -> PartitionLog:
     """The log above in ``directory`` (named like ``topic-0``); the caller closes it."""
     plog = PartitionLog.create(directory, LogConfig(retention_ms=-1))
     # segment 0
-    plog.append(build_v2(recs("plain", 2, headers=True)))  # 0-1
-    plog.append(build_v2(recs("p7", 3), producer_id=7, transactional=True))  # 2-4, committed at 9
-    plog.append(build_v2(recs("p8", 3), producer_id=8, transactional=True))  # 5-7, aborted at 10
-    plog.append(build_v2(recs("p7b", 1), producer_id=7, transactional=True))  # 8, committed at 9
+    plog.append(build_v2(recs("plain", 2, headers=True, at=0)))  # 0-1
+    plog.append(build_v2(recs("p7", 3, at=2), producer_id=7, transactional=True))  # 2-4, committed at 9
+    plog.append(build_v2(recs("p8", 3, at=5), producer_id=8, transactional=True))  # 5-7, aborted at 10
+    plog.append(build_v2(recs("p7b", 1, at=8), producer_id=7, transactional=True))  # 8, committed at 9
     plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=7))  # 9
     plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=8))  # 10
-    plog.append(build_v2(recs("p9", 2), producer_id=9, transactional=True))  # 11-12, aborted at 14 (next segment)
-    plog.append(build_v2(recs("tail", 1)))  # 13
+    plog.append(build_v2(recs("p9", 2, at=11), producer_id=9, transactional=True))  # 11-12, aborted at 14 (next segment)
+    plog.append(build_v2(recs("tail", 1, at=13)))  # 13
     plog.roll()
     # segment 14
     plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=9))  # 14
-    plog.append(build_v2(recs("p10", 2), producer_id=10, transactional=True))  # 15-16, aborted at 18
-    plog.append(build_v2(recs("mid", 1)))  # 17
+    plog.append(build_v2(recs("p10", 2, at=15), producer_id=10, transactional=True))  # 15-16, aborted at 18
+    plog.append(build_v2(recs("mid", 1, at=17)))  # 17
     plog.append(build_control(ControlRecordType.ABORT, base_offset=0, producer_id=10))  # 18
-    plog.append(build_v2(recs("p11", 2), producer_id=11, transactional=True))  # 19-20, marker not uploaded yet
-    plog.append(build_v2(recs("after", 1)))  # 21
+    plog.append(build_v2(recs("p11", 2, at=19), producer_id=11, transactional=True))  # 19-20, marker not uploaded yet
+    plog.append(build_v2(recs("after", 1, at=21)))  # 21
     plog.roll()
     plog.append(build_control(ControlRecordType.COMMIT, base_offset=0, producer_id=11))  # 22, active: stays local
     # Kafka writes a .txnindex for each segment holding ABORT markers (producer, first, last, LSO)
-    (directory / "00000000000000000000.txnindex").write_bytes(txn_entry(8, 5, 10, 5))
-    (directory / "00000000000000000014.txnindex").write_bytes(txn_entry(9, 11, 14, 11) + txn_entry(10, 15, 18, 15))
+    for base, entries in ABORTED_TXNS.items():
+        (directory / f"{base:020d}.txnindex").write_bytes(txn_index.serialize(entries))
     return plog
 
 

@@ -71,3 +71,26 @@ def test_gap_marker_keys() -> None:
         ks.parse(key)  # not a segment key
     with pytest.raises(InvalidSegmentNameError):
         ks.parse_gap_key(ks.segment_key("topicA", 0, 100, FileKind.LOG))
+
+
+def test_coverage_start_key_sits_beside_offset_wm() -> None:
+    ks = Keyspace(prefix="custom-prefix", cluster="kafkaCluster1", entropy_bits=5)
+    key = ks.coverage_start_key("topicA", 0)
+    assert key == "custom-prefix/01011/kafkaCluster1/topicA-0/coverage.json"
+    assert key.rsplit("/", 1)[0] == ks.offset_wm_key("topicA", 0).rsplit("/", 1)[0]
+    assert ks.parse_coverage_start_key(key) == ("topicA", 0)
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse(key)  # not a segment: segment listings pass it by
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse_coverage_start_key(ks.offset_wm_key("topicA", 0))
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse_coverage_start_key("custom-prefix/00000/kafkaCluster1/topicA-0/coverage.json")  # wrong entropy
+
+
+def test_expired_key_sits_beside_offset_wm() -> None:
+    ks = Keyspace(prefix="p", cluster="c", entropy_bits=0)
+    key = ks.expired_key("t", 3)
+    assert key == "p/c/t-3/expired.json"
+    assert ks.parse_partition_file_key(key, "expired.json") == ("t", 3)
+    with pytest.raises(InvalidSegmentNameError):
+        ks.parse_partition_file_key(key, "coverage.json")

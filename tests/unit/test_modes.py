@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tiered_kafka.modes import Mode, Source, decide
+from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide, kafka_out_of_range, on_authorization_failed, switch_back_at
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,40 @@ def test_remote_is_asked_only_when_it_matters() -> None:
     decide(Mode.KAFKA_ONLY, remote_holds=lambda: asked.append(1) or True, kafka_configured=True)
     decide(Mode.REMOTE_ONLY, remote_holds=lambda: asked.append(1) or True, kafka_configured=True)
     assert asked == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "offset", "kafka_log_start", "expected"),
+    [
+        pytest.param(Mode.REMOTE_ONLY, 5, None, Action.RESET, id="remote-only-resets"),
+        pytest.param(Mode.REMOTE_PREFERRED, 5, None, Action.READ_KAFKA, id="kafka-may-hold-it"),
+        pytest.param(Mode.KAFKA_PREFERRED, 5, 9, Action.RESET, id="kafka-refused-it-already"),
+    ],
+)
+def test_below_remote_start(mode: Mode, offset: int, kafka_log_start: int | None, expected: Action) -> None:
+    assert below_remote_start(mode, offset, kafka_log_start) is expected
+
+
+@pytest.mark.parametrize(
+    ("mode", "offset", "log_start", "remote", "expected"),
+    [
+        pytest.param(Mode.KAFKA_PREFERRED, 3, 10, (0, 20), Action.READ_REMOTE, id="remote-holds-it"),
+        pytest.param(Mode.REMOTE_PREFERRED, 3, 10, (0, 5), Action.READ_REMOTE, id="remote-preferred-too"),
+        pytest.param(Mode.KAFKA_PREFERRED, 7, 10, (0, 5), Action.GAP, id="between-tiers"),
+        pytest.param(Mode.KAFKA_PREFERRED, 3, 10, (5, 20), Action.RESET, id="below-every-tier"),
+        pytest.param(Mode.KAFKA_PREFERRED, 3, 10, None, Action.RESET, id="nothing-remote"),
+        pytest.param(Mode.KAFKA_ONLY, 3, 10, (0, 20), Action.RESET, id="kafka-only-resets"),
+        pytest.param(Mode.KAFKA_PREFERRED, 30, 10, (0, 20), Action.RESET, id="past-the-end"),
+    ],
+)
+def test_kafka_out_of_range(mode: Mode, offset: int, log_start: int, remote: tuple[int, int] | None, expected: Action) -> None:
+    assert kafka_out_of_range(mode, offset, log_start, remote) is expected
+
+
+def test_gaps_ends_and_authorization() -> None:
+    assert at_gap(Mode.REMOTE_ONLY, 5, 5, 8, None) is Action.GAP
+    assert at_gap(Mode.REMOTE_PREFERRED, 5, 5, 8, None) is Action.READ_KAFKA  # Kafka may hold it
+    assert at_gap(Mode.KAFKA_PREFERRED, 5, 5, 8, 7) is Action.GAP  # Kafka starts inside the gap
+    assert at_remote_end(Mode.REMOTE_ONLY) is Action.WAIT and at_remote_end(Mode.KAFKA_PREFERRED) is Action.READ_KAFKA
+    assert switch_back_at(Mode.KAFKA_PREFERRED, 10) == 10 and switch_back_at(Mode.REMOTE_PREFERRED, 10) is None
+    assert {on_authorization_failed(m) for m in Mode} == {Action.FAIL}

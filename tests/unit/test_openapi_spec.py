@@ -16,8 +16,10 @@ ERROR_SCHEMA = "#/components/schemas/ErrorResponse"
 # Probes with no parameters and no failure of their own to describe (liveness, Prometheus text).
 NO_ERROR_RESPONSES = {"health", "metrics"}
 # Every /v1 operation can meet these whatever its parameters: a missing token, an unknown
-# cluster/topic, malformed parameters, an unreachable registry or S3.
-V1_ERRORS = {"401", "404", "422", "503"}
+# cluster/topic, malformed parameters, a bug (500 internal_error), an unreachable registry or S3.
+V1_ERRORS = {"401", "404", "422", "500", "503"}
+# ...and every operation on one topic a token that may not read it (403 topic_authorization_failed).
+TOPIC_ERRORS = {"403"}
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +79,8 @@ def test_every_operation_documents_its_error_responses(document: dict[str, Any])
         assert errors, f"{where} documents no error response"
         if path.startswith("/v1/"):
             assert V1_ERRORS <= set(errors), f"{where} lacks {sorted(V1_ERRORS - set(errors))}"
+            wanted = TOPIC_ERRORS if "{topic}" in path else set()
+            assert (TOPIC_ERRORS & set(errors)) == wanted, f"{where}: 403 documented {'without' if not wanted else 'missing'} a topic in the path"
         if op.get("parameters"):
             assert "422" in errors, f"{where} has parameters but does not document 422"
         for status, response in errors.items():

@@ -13,12 +13,10 @@ from redis.crc import key_slot
 
 from tiered_kafka.errors import ConfigError, TieredKafkaError
 from tiered_kafka.registry import (
-    _CLEAR_LUA,
-    _DELETE_LUA,
-    _GAP_LUA,
-    _REGISTER_LUA,
     MAX_OFFSET,
+    OPTIONAL_SEGMENT_FIELDS,
     SEGMENT_FIELDS,
+    CoverageStart,
     Gap,
     MalformedRegistryDataError,
     PartitionInfo,
@@ -28,8 +26,6 @@ from tiered_kafka.registry import (
     RegistryValueError,
     SegmentEntry,
     SegmentOverlapError,
-    _parse_gap,
-    _translated,
     cluster_partitions_key,
     gap_member,
     hash_tag,
@@ -38,6 +34,9 @@ from tiered_kafka.registry import (
     partition_keys,
     segment_member,
 )
+from tiered_kafka.registry._client import _translated
+from tiered_kafka.registry._entries import _parse_gap
+from tiered_kafka.registry._scripts import _CLEAR_LUA, _COVERAGE_START_LUA, _DELETE_LUA, _GAP_LUA, _RAISE_LUA, _REGISTER_LUA
 
 
 def entry(base: int = 100, last: int = 199, **overrides: object) -> SegmentEntry:
@@ -72,13 +71,14 @@ def test_partition_key_names() -> None:
     assert keys.info == "tk:{kafkaCluster1/orders-3}:info"
     assert keys.gaps == "tk:{kafkaCluster1/orders-3}:gaps"
     assert keys.gap_details == "tk:{kafkaCluster1/orders-3}:gap-details"
+    assert keys.coverage == "tk:{kafkaCluster1/orders-3}:coverage"
     assert cluster_partitions_key("kafkaCluster1") == "tk:{kafkaCluster1}:partitions"
     assert partition_keys("c", "t", 0, namespace="x:y").info == "x:y:{c/t-0}:info"
 
 
 def test_all_keys_of_a_partition_share_one_hash_tag_and_slot() -> None:
     keys = partition_keys("kafkaCluster1", "my.topic_name-x", 12)
-    names = [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.segment(0), keys.segment(MAX_OFFSET)]
+    names = [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, keys.segment(0), keys.segment(MAX_OFFSET)]
     assert {hash_tag(k) for k in names} == {"kafkaCluster1/my.topic_name-x-12"}
     assert len({key_slot(k.encode()) for k in names}) == 1
     # the tag is exactly what Redis Cluster hashes
@@ -158,7 +158,7 @@ def test_malformed_members(member: str) -> None:
 
 
 def test_to_fields_layout() -> None:
-    fields = entry().to_fields()
+    fields = entry(aborted_txns=2, control_records=5).to_fields()
     assert tuple(fields) == SEGMENT_FIELDS
     assert fields == {
         "object_key": "prefix/01011/kafkaCluster1/orders-3/00000000000000000100.log",
@@ -172,6 +172,8 @@ def test_to_fields_layout() -> None:
         "leader_epoch": "7",
         "upload_time_ms": "1700000100000",
         "files": "log,index,timeindex,snapshot",
+        "aborted_txns": "2",
+        "control_records": "5",
     }
     assert all(isinstance(v, str) for v in fields.values())
     assert entry().member == "00000000000000000100:00000000000000000199"
@@ -196,7 +198,33 @@ def test_files_are_normalised() -> None:
     assert entry(files=("log",)).to_fields()["files"] == "log"
 
 
-@pytest.mark.parametrize("missing", SEGMENT_FIELDS)
+def test_entries_registered_before_the_transaction_fields_read_them_as_unknown() -> None:
+    fields = entry(aborted_txns=3, control_records=4).to_fields()
+    assert SegmentEntry.from_fields("orders", 3, fields) == entry(aborted_txns=3, control_records=4)
+    del fields["aborted_txns"], fields["control_records"]
+    old = SegmentEntry.from_fields("orders", 3, fields)
+    assert (old.aborted_txns, old.control_records) == (-1, -1)
+    assert entry().to_dict()["aborted_txns"] == -1
+    for name in OPTIONAL_SEGMENT_FIELDS:
+        with pytest.raises(RegistryValueError, match=name):
+            entry(**{name: -2})
+        with pytest.raises(MalformedRegistryDataError, match=name):
+            SegmentEntry.from_fields("orders", 3, {**entry().to_fields(), name: "x"})
+
+
+def test_coverage_start_checks_its_values() -> None:
+    start = CoverageStart(100, 1_700_000_000_000)
+    assert CoverageStart.from_dict(start.to_dict()) == start
+    assert dataclasses.is_dataclass(start) and hash(start) == hash(CoverageStart(100, 1_700_000_000_000))
+    with pytest.raises(RegistryValueError, match="coverage start offset"):
+        CoverageStart(-1, 0)
+    with pytest.raises(RegistryValueError, match="observed_ms"):
+        CoverageStart(0, -5)
+    with pytest.raises(MalformedRegistryDataError, match="s3://b/k"):
+        CoverageStart.from_dict({"offset": "1"}, where="s3://b/k")
+
+
+@pytest.mark.parametrize("missing", [f for f in SEGMENT_FIELDS if f not in OPTIONAL_SEGMENT_FIELDS])
 def test_from_fields_names_a_missing_field(missing: str) -> None:
     fields = entry().to_fields()
     del fields[missing]
@@ -332,13 +360,24 @@ def test_redis_errors_are_translated() -> None:
 # -- scripts and packaging -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("script", [_REGISTER_LUA, _DELETE_LUA, _GAP_LUA, _CLEAR_LUA])
+@pytest.mark.parametrize(
+    "script", [_REGISTER_LUA, _DELETE_LUA, _GAP_LUA, _CLEAR_LUA, _COVERAGE_START_LUA, _RAISE_LUA], ids=lambda s: s.strip()[:30]
+)
 def test_scripts_only_touch_keys_declared_in_KEYS(script: str) -> None:
-    """Every key a script names comes from KEYS (no key is built from a string inside Lua)."""
-    key_vars = {"KEYS[1]", "KEYS[2]", "KEYS[i]"}
+    """Every key a script names comes from KEYS (no key is built from a string inside Lua).
+
+    A local function's parameter used as a key counts when every call passes a key there."""
+    key_vars = {"KEYS[i]"} | set(re.findall(r"KEYS\[\d\]", script))
     for names, values in re.findall(r"local ((?:\w+, )*\w+) = ((?:KEYS\[\d\], )*KEYS\[\d\])\n", script):
         assert len(names.split(", ")) == len(values.split(", "))
         key_vars |= set(names.split(", "))
+    functions = dict(re.findall(r"local function (\w+)\(([^)]*)\)", script))
+    for name, params in functions.items():
+        calls = re.findall(rf"(?<!function ){name}\(([^)]*)\)", script)
+        for position, param in enumerate(params.split(", ")):
+            if re.search(rf"redis\.call\('\w+', {param}[,)]", script):
+                assert calls and all(c.split(", ")[position] in key_vars for c in calls), (name, param)
+                key_vars.add(param)
     calls = re.findall(r"redis\.call\('(\w+)', ([^,)]+)", script)
     assert calls
     for command, key in calls:

@@ -1,4 +1,12 @@
-"""Clusters, topics, partitions, read plans and offsets for a timestamp."""
+"""Clusters, topics, partitions, read plans and offsets for a timestamp.
+
+Remote data is served whether or not Kafka knows the topic: the partition endpoint reports the
+remote extent, and Kafka's (``kafka``) only when Kafka knows the partition; when Kafka is configured
+but does not know it, ``kafka`` is null and ``kafka_error`` says so. It answers 404 only when
+nothing at all is known of the partition: no remote data, no coverage start, no gap, not in Kafka.
+Offsets before the coverage start and recorded gaps are reported as such (``coverage_start_offset``,
+``gaps``), never left for the reader to discover as silence.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,15 @@ from fastapi import APIRouter, Query, Response
 
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.read_plan import ByteRange
+from tiered_kafka.registry import SegmentEntry
+from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.records import IsolationLevel, aborted_txns, committed_batches
 from tiered_kafka_gateway.models import (
     ClusterList,
+    ErrorDetail,
     ErrorResponse,
     GapOut,
     KafkaExtent,
@@ -26,7 +38,9 @@ from tiered_kafka_gateway.models import (
     TopicPartitions,
 )
 
-ERRORS = {status: {"model": ErrorResponse} for status in (401, 404, 409, 416, 422, 502, 503)}
+ERRORS = {status: {"model": ErrorResponse} for status in (401, 404, 409, 416, 422, 500, 502, 503)}
+# the routes of one topic also answer 403 topic_authorization_failed (deps module docstring)
+TOPIC_ERRORS = {403: {"model": ErrorResponse, "description": "topic_authorization_failed: the token may not read the topic"}}
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="Kafka offset")]
 
@@ -36,28 +50,52 @@ def clusters_(settings: Settings, caller: Caller) -> ClusterList:
     return ClusterList(clusters=sorted(settings.clusters))
 
 
-@router.get("/clusters/{cluster}/topics", operation_id="listTopics", summary="Topics with remote data")
+@router.get("/clusters/{cluster}/topics", operation_id="listTopics", summary="Topics with remote data (those the caller may read)")
 def list_topics(cluster: Cluster, caller: Caller) -> TopicList:
-    topics = cluster.topics()
+    topics, complete = cluster.topics()
     return TopicList(
         cluster=cluster.name,
         topics=[TopicPartitions(name=t, partitions=ps) for t, ps in sorted(topics.items()) if caller.allows(t)],
+        complete=complete,
     )
 
 
-@router.get("/clusters/{cluster}/topics/{topic}/partitions/{partition}", operation_id="getPartition", summary="Remote and broker offsets")
+@router.get(
+    "/clusters/{cluster}/topics/{topic}/partitions/{partition}",
+    operation_id="getPartition",
+    summary="Remote and broker offsets, coverage start and gaps",
+    responses=TOPIC_ERRORS,  # type: ignore[arg-type]
+)
 def get_partition(cluster: Cluster, topic: Topic, partition: PartitionId) -> PartitionDetail:
     info = cluster.partition_info(topic, partition)
     remote = None
     if info is not None and not info.is_empty:
         remote = RemoteExtent(earliest_offset=info.earliest_offset, latest_offset=info.latest_offset, segment_count=info.segment_count, total_bytes=info.total_bytes)
-    kafka = None
+    coverage = cluster.coverage_start(topic, partition)
+    gaps = [GapOut(start_offset=g.start_offset, end_offset=g.end_offset, reason=g.reason) for g in cluster.gaps(topic, partition)]
+    kafka = kafka_error = None
     if cluster.bootstrap_servers:
-        low, high = kafka_offsets.watermarks(cluster, topic, partition)
-        kafka = KafkaExtent(log_start_offset=low, high_watermark=high)
-    if remote is None and kafka is None:
-        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no data for {topic}-{partition} in cluster {cluster.name}")
-    return PartitionDetail(cluster=cluster.name, topic=topic, partition=partition, remote=remote, kafka=kafka)
+        try:
+            low, high = kafka_offsets.watermarks(cluster, topic, partition)
+            kafka = KafkaExtent(log_start_offset=low, high_watermark=high)
+        except GatewayError as err:
+            if err.error is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            kafka_error = ErrorDetail(code=err.error.code, message=err.message)
+    if remote is None and kafka is None and coverage is None and not gaps:
+        where = "remote storage and Kafka" if cluster.bootstrap_servers else "remote storage (no Kafka is configured)"
+        raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no data for {topic}-{partition} in cluster {cluster.name}: {where} know nothing of it")
+    return PartitionDetail(
+        cluster=cluster.name,
+        topic=topic,
+        partition=partition,
+        remote=remote,
+        kafka=kafka,
+        kafka_error=kafka_error,
+        coverage_start_offset=None if coverage is None else coverage.offset,
+        coverage_observed_ms=None if coverage is None else coverage.observed_ms,
+        gaps=gaps,
+    )
 
 
 @router.get(
@@ -65,6 +103,7 @@ def get_partition(cluster: Cluster, topic: Topic, partition: PartitionId) -> Par
     operation_id="locate",
     summary="Presigned, batch-aligned byte ranges for reading from an offset",
     response_model=PlanResponse,
+    responses=TOPIC_ERRORS,  # type: ignore[arg-type]
 )
 def locate(
     cluster: Cluster,
@@ -101,14 +140,18 @@ def locate(
     "/clusters/{cluster}/topics/{topic}/partitions/{partition}/offsets",
     operation_id="offsetForTimestamp",
     summary="The first remote offset whose timestamp is at or after a time",
+    responses=TOPIC_ERRORS,  # type: ignore[arg-type]
 )
 def offset_for_timestamp(
     cluster: Cluster,
     topic: Topic,
     partition: PartitionId,
     timestamp: Annotated[int, Query(ge=0, le=2**63 - 1, description="epoch milliseconds")],
+    isolation_level: Annotated[
+        IsolationLevel, Query(description="read_committed: no offset whose transaction is still open in remote storage (Kafka's ListOffsets)")
+    ] = IsolationLevel.READ_UNCOMMITTED,
 ) -> OffsetForTime:
-    found = remote_offset_for_timestamp(cluster, topic, partition, timestamp)
+    found = remote_offset_for_timestamp(cluster, topic, partition, timestamp, isolation_level)
     return OffsetForTime(
         cluster=cluster.name,
         topic=topic,
@@ -119,10 +162,21 @@ def offset_for_timestamp(
     )
 
 
-def remote_offset_for_timestamp(cluster: Cluster, topic: str, partition: int, timestamp: int) -> tuple[int, int] | None:
-    """Kafka's ListOffsets rule over remote data: the registry's per-segment max timestamps pick
-    the segment, its .timeindex and .index a position, batch headers the batch; only that one
-    batch is downloaded to find the record."""
+def remote_offset_for_timestamp(
+    cluster: Cluster, topic: str, partition: int, timestamp: int, isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+) -> tuple[int, int] | None:
+    """Kafka's ListOffsets rule over remote data: the first record (control records aside) whose
+    timestamp is >= ``timestamp``, as (offset, its timestamp), or None. The registry's per-segment
+    max timestamps pick the segment, its .timeindex and .index a position, batch headers the
+    batch; only that one batch is downloaded to find the record.
+
+    Under read_committed, as Kafka's ListOffsets with READ_COMMITTED answers no offset at or past
+    the last stable offset: when the record found belongs to a transaction that is undecided in
+    remote storage (``tiered_kafka.transactions``: no marker of its producer after it in remote
+    data, read ahead for markers only as the records endpoint does), the answer is None. A record
+    of an aborted transaction is answered, as Kafka does: a read_committed reader starting there
+    skips it. Transactions of other producers opened before the record are not searched for
+    (remote storage keeps no LSO)."""
     segments = cluster.segments(topic, partition)
     if not segments and cluster.partition_info(topic, partition) is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
@@ -141,6 +195,19 @@ def remote_offset_for_timestamp(cluster: Cluster, topic: str, partition: int, ti
                         continue
                     for record in batch:
                         if record.timestamp is not None and record.timestamp >= timestamp:
+                            if isolation_level is IsolationLevel.READ_COMMITTED and not _decided(cluster, topic, partition, segment, decode_batch(batch, with_records=False)):
+                                return None
                             return record.offset, record.timestamp
             position += header.size
     return None
+
+
+def _decided(cluster: Cluster, topic: str, partition: int, segment: SegmentEntry, batch: DecodedBatch) -> bool:
+    """Whether read_committed has decided ``batch`` from remote data (committed or aborted)."""
+    if not batch.transactional:
+        return True
+    info = cluster.partition_info(topic, partition)
+    latest = batch.last_offset if info is None else info.latest_offset
+    aborted = aborted_txns(cluster, topic, partition, segment)
+    _, held = committed_batches(cluster, topic, partition, [batch], aborted, {segment.object_key}, batch.last_offset + 1, latest)
+    return held is None

@@ -18,7 +18,7 @@ from tiered_kafka_gateway.records import (
     ReadRequest,
     read_records,
 )
-from tiered_kafka_gateway.routes.partitions import ERRORS, Offset
+from tiered_kafka_gateway.routes.partitions import ERRORS, TOPIC_ERRORS, Offset
 
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 
@@ -27,6 +27,7 @@ router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
     "/clusters/{cluster}/topics/{topic}/partitions/{partition}/records",
     operation_id="readRecords",
     summary="Records from an offset, as JSON, from remote storage or Kafka per the consumption mode",
+    responses=TOPIC_ERRORS,  # type: ignore[arg-type]
 )
 def read_records_(
     cluster: Cluster,

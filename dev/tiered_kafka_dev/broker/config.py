@@ -12,11 +12,14 @@ It reads a Java-style ``server.properties`` file and ``--override name=value`` p
     auto.create.topics.enable         [true]
     log.segment.bytes, log.roll.ms, log.index.size.max.bytes, log.index.interval.bytes,
     log.retention.ms, log.retention.bytes, file.delete.delay.ms      topic defaults
+    message.max.bytes                 [1048588]  default of the topic config max.message.bytes
     log.retention.check.interval.ms   [1000]  (Kafka: 300000; short for local runs)
     log.checkpoint.interval.ms        [1000]  checkpoint files (Kafka: 60000)
     group.initial.rebalance.delay.ms  [0]     (Kafka: 3000; 0 keeps tests fast)
     socket.request.max.bytes          [104857600]
-    message.max.bytes                 [1048588]
+    transaction.max.timeout.ms        [900000]  the largest transaction.timeout.ms a producer may ask
+    transaction.abort.timed.out.transaction.cleanup.interval.ms
+                                      [1000]  how often abandoned transactions are aborted (Kafka: 10000)
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ _TOPIC_DEFAULTS = {
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "file.delete.delay.ms": "file.delete.delay.ms",
+    "message.max.bytes": "max.message.bytes",
 }
 
 
@@ -60,7 +64,8 @@ class BrokerConfig:
     checkpoint_interval_ms: int = 1000
     group_initial_rebalance_delay_ms: int = 0
     socket_request_max_bytes: int = 104_857_600
-    message_max_bytes: int = 1_048_588
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_interval_ms: int = 1000
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -97,8 +102,10 @@ class BrokerConfig:
                     values["group_initial_rebalance_delay_ms"] = _int(name, value)
                 case "socket.request.max.bytes":
                     values["socket_request_max_bytes"] = _int(name, value)
-                case "message.max.bytes":
-                    values["message_max_bytes"] = _int(name, value)
+                case "transaction.max.timeout.ms":
+                    values["transaction_max_timeout_ms"] = _int(name, value)
+                case "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+                    values["transaction_abort_interval_ms"] = _int(name, value)
                 case _ if name in _TOPIC_DEFAULTS:
                     topic_defaults[_TOPIC_DEFAULTS[name]] = value
                 case _:
@@ -115,7 +122,7 @@ class BrokerConfig:
             raise ConfigError(f"num.partitions must be >= 1, got {self.num_partitions}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"listener port {self.port} is out of range")
-        for name in ("retention_check_interval_ms", "checkpoint_interval_ms", "socket_request_max_bytes", "message_max_bytes"):
+        for name in ("retention_check_interval_ms", "checkpoint_interval_ms", "socket_request_max_bytes", "transaction_max_timeout_ms", "transaction_abort_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
 

@@ -1066,6 +1066,34 @@ class GroupCoordinator:
             self._touch(group.members[member_id])
         return None
 
+    def txn_commit_error(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        """TxnOffsetCommit's group checks (Kafka's ``validateOffsetCommit`` with isTransactional): a commit
+        naming a member or generation must come from a current member of the current generation; one naming
+        neither (TxnOffsetCommit < v3) is accepted whatever the group's state. An unknown group is fine (the
+        commit marker creates it)."""
+        error = self._group_error(group_id, allow_empty_id=True)
+        if error is not None:
+            return error
+        group = self._groups.get(group_id)
+        if group is None or (generation_id < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None):
+            return None
+        error = group.validate_member(member_id, group_instance_id)
+        if error is None and generation_id != group.generation_id:
+            error = ErrorCode.illegal_generation
+        return error
+
+    def commit_transactional_offsets(self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """A transaction's COMMIT marker: its TxnOffsetCommit offsets become the group's committed offsets
+        (Kafka's ``handleTxnCompletion``), whatever the group's state; an unknown group is created Empty."""
+        if group_id not in self._groups:
+            self._groups[group_id] = _Group(group_id)
+        try:
+            self._offsets.commit(group_id, offsets)
+        except OffsetStoreError:
+            logger.exception("group %s: storing transactional offsets failed", group_id)
+
     def fetch_offsets(
         self, *, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:

@@ -1,5 +1,5 @@
 """Cluster and topic administration APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-DescribeConfigs, InitProducerId.
+DescribeConfigs (InitProducerId is with the transaction APIs, in ``handlers_txn``).
 
 Each handler takes the kio request at whatever version the client sent and returns plain
 values; ``protocol.build`` keeps the fields that exist at that version.
@@ -213,15 +213,3 @@ async def describe_configs(broker: Broker, ctx: RequestContext, request: Any) ->
             result.update(error_code=ErrorCode.invalid_request, error_message=f"unsupported resource {resource.resource_type}/{resource.resource_name}")
         results.append(result)
     return {"throttle_time": 0, "results": results}
-
-
-# -- InitProducerId ----------------------------------------------------------------------------
-
-
-async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """Producer ids for idempotent producers. Transactions are not supported by the
-    development broker: a transactional id is refused with a clear error code."""
-    if request.transactional_id is not None:
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1, "producer_epoch": -1}
-    broker.next_producer_id += 1
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": broker.next_producer_id, "producer_epoch": 0}

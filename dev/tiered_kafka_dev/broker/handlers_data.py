@@ -1,8 +1,14 @@
 """Data path APIs: Produce, Fetch, ListOffsets, DeleteRecords.
 
 Produce appends the client's record batches byte for byte through the format core's log.dir
-writer, which assigns offsets and the leader epoch the way Kafka does. Fetch serves the segment
-files' bytes without re-encoding them, long-polling on max_wait/min_bytes.
+writer, which assigns offsets and the leader epoch and applies Kafka's append rules (batch sizes,
+producer epochs and sequences, a duplicate answered with its original offset); a transactional
+batch must also belong to its producer's ongoing transaction (KIP-890's check, else
+INVALID_TXN_STATE), and clients may not write control batches (INVALID_RECORD). Fetch serves the
+segment files' bytes without re-encoding them, long-polling on max_wait/min_bytes; every response
+carries the last stable offset, and isolation_level 1 (read_committed) stops at it and lists the
+aborted transactions of the range (Kafka's ``collectAbortedTransactions``). ListOffsets LATEST
+under read_committed answers the LSO, and a timestamp lookup ignores offsets at or past it.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from tiered_kafka.errors import CorruptRecordError, FormatError, LogWriteError, OffsetOutOfRangeError
+from tiered_kafka.errors import AppendRefusedError, CorruptRecordError, FormatError, LogWriteError, OffsetOutOfRangeError
+from tiered_kafka.format.producer_state import AppendOrigin
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka_dev.broker.protocol import RequestContext, millis
 
@@ -26,6 +33,7 @@ LEADER_EPOCH = 0
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
 
 
 # -- Produce -----------------------------------------------------------------------------------
@@ -46,7 +54,7 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> dict[str
             elif plog is None:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
-                result.update(_append(broker, plog, data.records))
+                result.update(_append(broker, plog, (topic.name, data.index), data.records, getattr(request, "transactional_id", None)))
                 appended = appended or result["error_code"] == ErrorCode.none
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
@@ -57,16 +65,24 @@ async def produce(broker: Broker, ctx: RequestContext, request: Any) -> dict[str
     return {"responses": responses, "throttle_time": 0}
 
 
-def _append(broker: Broker, plog: PartitionLog, records: bytes | None) -> dict[str, Any]:
+def _append(broker: Broker, plog: PartitionLog, partition: tuple[str, int], records: bytes | None, transactional_id: str | None) -> dict[str, Any]:
     if not records:
         return {"error_code": ErrorCode.invalid_record, "error_message": "no records"}
     try:
         for batch in iter_batches(records):
             if batch.magic < 2:
                 return {"error_code": ErrorCode.unsupported_for_message_format, "error_message": "Produce v3+ needs magic 2 batches"}
-            if batch.size > broker.config.message_max_bytes:
-                return {"error_code": ErrorCode.message_too_large, "error_message": f"batch of {batch.size} bytes exceeds message.max.bytes"}
-        info = plog.append(records, leader_epoch=LEADER_EPOCH)
+            if batch.is_control:
+                return {"error_code": ErrorCode.invalid_record, "error_message": "clients may not write control batches"}
+            if batch.is_transactional:
+                error = broker.transactions.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+                if error != ErrorCode.none:
+                    message = f"producer {batch.producer_id} epoch {batch.producer_epoch} of {transactional_id!r} may not write to {partition[0]}-{partition[1]}"
+                    return {"error_code": error, "error_message": message}
+        info = plog.append(records, leader_epoch=LEADER_EPOCH, origin=AppendOrigin.CLIENT)
+    except AppendRefusedError as err:
+        log.info("refused a produce to %s: %s", plog.directory.name, err)
+        return {"error_code": ErrorCode[err.kafka_error], "error_message": str(err)}
     except CorruptRecordError as err:
         log.warning("refused a produce to %s: %s", plog.directory.name, err)
         return {"error_code": ErrorCode.corrupt_message, "error_message": str(err)}
@@ -92,6 +108,7 @@ async def fetch(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, 
 
 def _read_partitions(broker: Broker, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
     budget = getattr(request, "max_bytes", 2**31 - 1)
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     total, errors = 0, False
     responses = []
     for topic in request.topics:
@@ -103,7 +120,7 @@ def _read_partitions(broker: Broker, request: Any) -> tuple[list[dict[str, Any]]
                 "high_watermark": -1,
                 "last_stable_offset": -1,
                 "log_start_offset": -1,
-                "aborted_transactions": [],
+                "aborted_transactions": None,
                 "preferred_read_replica": -1,
                 "records": b"",
             }
@@ -112,13 +129,18 @@ def _read_partitions(broker: Broker, request: Any) -> tuple[list[dict[str, Any]]
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 errors = True
             else:
-                hw = plog.log_end_offset
-                entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+                lso = plog.last_stable_offset
+                entry.update(high_watermark=plog.log_end_offset, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
                 limit = min(wanted.partition_max_bytes, budget - total)
                 try:
+                    if read_committed:
+                        entry["aborted_transactions"] = []
                     if limit > 0 or total == 0:
-                        _, data = plog.read(wanted.fetch_offset, max(limit, 0), min_one_batch=total == 0)
+                        max_offset = lso if read_committed else None
+                        _, data = plog.read(wanted.fetch_offset, max(limit, 0), min_one_batch=total == 0, max_offset=max_offset)
                         entry["records"] = data
+                        if read_committed and data:
+                            entry["aborted_transactions"] = _aborted(plog, wanted.fetch_offset, data)
                         total += len(data)
                         if data:
                             broker.fetched_bytes[(topic.topic, wanted.partition)] += len(data)
@@ -128,6 +150,14 @@ def _read_partitions(broker: Broker, request: Any) -> tuple[list[dict[str, Any]]
             partitions.append(entry)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, errors
+
+
+def _aborted(plog: PartitionLog, fetch_offset: int, data: bytes) -> list[dict[str, int]]:
+    """The aborted transactions that can touch the records read, up to the last batch's end."""
+    upper = fetch_offset
+    for batch in iter_batches(data, verify_crc=False, allow_truncated_tail=True):
+        upper = batch.next_offset
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in plog.aborted_transactions(fetch_offset, upper)]
 
 
 # -- ListOffsets -------------------------------------------------------------------------------
@@ -143,27 +173,28 @@ async def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> dic
             if plog is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             else:
-                entry.update(_offset_for(plog, wanted.timestamp))
+                entry.update(_offset_for(plog, wanted.timestamp, getattr(request, "isolation_level", 0) == READ_COMMITTED))
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _offset_for(plog: PartitionLog, timestamp: int) -> dict[str, int]:
-    """EARLIEST (-2): the log start offset; LATEST (-1): the high watermark; MAX_TIMESTAMP (-3,
-    KIP-734): the record with the largest timestamp; otherwise the first record with a
-    timestamp >= the target, or offset -1 when none."""
+def _offset_for(plog: PartitionLog, timestamp: int, read_committed: bool = False) -> dict[str, int]:
+    """EARLIEST (-2): the log start offset; LATEST (-1): the high watermark, or the LSO under
+    read_committed; MAX_TIMESTAMP (-3, KIP-734): the record with the largest timestamp; otherwise
+    the first record with a timestamp >= the target, or offset -1 when none (or, under
+    read_committed, when it is at or past the LSO: Kafka's ``lastFetchableOffset``)."""
     if timestamp == EARLIEST_TIMESTAMP:
         return {"offset": plog.log_start_offset, "timestamp": -1}
     if timestamp == LATEST_TIMESTAMP:
-        return {"offset": plog.log_end_offset, "timestamp": -1}
+        return {"offset": plog.last_stable_offset if read_committed else plog.log_end_offset, "timestamp": -1}
     if timestamp == MAX_TIMESTAMP:
         max_ts, offset = plog.max_timestamp()
         return {"offset": offset, "timestamp": max_ts}
     if timestamp < 0:
         return {"error_code": ErrorCode.invalid_request}
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (read_committed and found[0] >= plog.last_stable_offset):
         return {"offset": -1, "timestamp": -1}
     return {"offset": found[0], "timestamp": found[1]}
 

@@ -1,4 +1,4 @@
-"""Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+"""Consumer group APIs: FindCoordinator (for groups and transactions), JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups.
 
 This broker coordinates every group itself; the state machine lives in ``groups``, and these
@@ -19,15 +19,17 @@ if TYPE_CHECKING:
     from tiered_kafka_dev.broker.server import Broker
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 async def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
-    """Every group is coordinated here; transaction coordinators are not offered."""
+    """This broker coordinates every group (key type 0) and every transactional.id (key type 1);
+    v4+ batches keys in ``coordinator_keys`` (librdkafka 2.x sends v0-v2, one key)."""
     keys = list(getattr(request, "coordinator_keys", ())) or [getattr(request, "key", "")]
-    supported = request.key_type == KEY_TYPE_GROUP
-    error = ErrorCode.none if supported else ErrorCode.coordinator_not_available
-    message = None if supported else "the development broker does not coordinate transactions"
+    supported = getattr(request, "key_type", KEY_TYPE_GROUP) in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION)
+    error = ErrorCode.none if supported else ErrorCode.invalid_request
+    message = None if supported else f"unknown coordinator key type {request.key_type}"
     node = broker.node_id if supported else -1
     coordinators = [
         {"key": key, "node_id": node, "host": broker.host if supported else "", "port": broker.port if supported else -1, "error_code": error, "error_message": message}
@@ -135,13 +137,18 @@ async def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> di
     return {"throttle_time": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """Committed offsets; with ``require_stable`` (OffsetFetch v7+, sent by read_committed consumers) a
+    partition with transactional offsets still pending answers UNSTABLE_OFFSET_COMMIT, as Kafka does."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, found = broker.groups.fetch_offsets(group_id=group_id, partitions=wanted)
+    unstable = broker.transactions.pending_partitions(group_id) if require_stable else set()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), committed in found.items():
         entry = {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.none}
-        if committed is not None:
+        if (topic, partition) in unstable:
+            entry["error_code"] = ErrorCode.unstable_offset_commit
+        elif committed is not None:
             entry.update(committed_offset=committed.offset, committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata or "")
         by_topic.setdefault(topic, []).append(entry)
     return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
@@ -151,10 +158,10 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> dic
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _fetch_group(broker, group.group_id, group.topics)
+            error, topics = _fetch_group(broker, group.group_id, group.topics, request.require_stable)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
-    error, topics = _fetch_group(broker, request.group_id, request.topics)
+    error, topics = _fetch_group(broker, request.group_id, request.topics, getattr(request, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": error}
 
 

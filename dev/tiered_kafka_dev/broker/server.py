@@ -26,7 +26,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tiered_kafka_dev.broker import handlers_admin, handlers_data, handlers_groups
+from tiered_kafka.format.producer_state import AppendOrigin
+
+from tiered_kafka_dev.broker import handlers_admin, handlers_data, handlers_groups, handlers_txn
 from tiered_kafka_dev.broker.config import BrokerConfig
 from tiered_kafka_dev.broker.groups import GroupCoordinator
 from tiered_kafka_dev.broker.offset_store import OffsetStore
@@ -39,6 +41,7 @@ from tiered_kafka_dev.broker.protocol import (
     peek_header,
 )
 from tiered_kafka_dev.broker.storage import LogManager
+from tiered_kafka_dev.broker.transactions import TRANSACTIONS_FILE, TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,11 @@ OFFSETS_FILE = "dev-broker-consumer-offsets.json"
 
 #: api key -> (min version, max version, handler). Versions are the ones whose kio schemas exist
 #: and whose fields the handlers fill; Fetch stops at v12 and Metadata at v12 (topic ids only
-#: beyond), Produce at v9.
+#: beyond), Produce at v9. The transaction APIs stop before KIP-890 (AddPartitionsToTxn v4+ is
+#: broker-to-broker; v5 of InitProducerId, v4 of AddOffsetsToTxn, EndTxn and TxnOffsetCommit bring
+#: TRANSACTION_ABORTABLE and epoch bumps per transaction); librdkafka 2.x sends InitProducerId
+#: v0-4, AddPartitionsToTxn and AddOffsetsToTxn v0, EndTxn v0-1, TxnOffsetCommit v0-3 and
+#: FindCoordinator v0-2.
 APIS: dict[int, tuple[int, int, Handler]] = {
     0: (3, 9, handlers_data.produce),
     1: (4, 12, handlers_data.fetch),
@@ -67,7 +74,11 @@ APIS: dict[int, tuple[int, int, Handler]] = {
     19: (2, 7, handlers_admin.create_topics),
     20: (1, 6, handlers_admin.delete_topics),
     21: (0, 2, handlers_data.delete_records),
-    22: (0, 4, handlers_admin.init_producer_id),
+    22: (0, 4, handlers_txn.init_producer_id),
+    24: (0, 3, handlers_txn.add_partitions_to_txn),
+    25: (0, 3, handlers_txn.add_offsets_to_txn),
+    26: (0, 3, handlers_txn.end_txn),
+    28: (0, 3, handlers_txn.txn_offset_commit),
     32: (1, 4, handlers_admin.describe_configs),
 }
 
@@ -83,8 +94,14 @@ class Broker:
             OffsetStore(config.log_dir / OFFSETS_FILE),
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         )
+        self.transactions = TransactionCoordinator(
+            config.log_dir / TRANSACTIONS_FILE,
+            write_marker=self._write_marker,
+            commit_offsets=self.groups.commit_transactional_offsets,
+            min_producer_id=1 + max((pid for plog in self.logs.logs.values() for pid in plog.producers.entries), default=0),
+            max_timeout_ms=config.transaction_max_timeout_ms,
+        )
         self.port = config.port
-        self.next_producer_id = 1000
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -121,7 +138,9 @@ class Broker:
         self._server = await asyncio.start_server(self._serve_connection, self.config.host, self.config.port)
         self.port = self._server.sockets[0].getsockname()[1]
         await self.groups.start()
+        self.transactions.recover()
         self._tasks = [
+            asyncio.create_task(self._every(self.config.transaction_abort_interval_ms, self._abort_timed_out_transactions)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.logs.apply_retention)),
             asyncio.create_task(self._every(self.config.checkpoint_interval_ms, self.logs.write_checkpoints)),
         ]
@@ -153,6 +172,18 @@ class Broker:
                 action()
             except Exception:
                 log.exception("periodic task %s failed", getattr(action, "__name__", action))
+
+    def _write_marker(self, topic: str, partition: int, marker: bytes) -> bool:
+        """A transaction marker appended by the coordinator (Kafka's WriteTxnMarkers)."""
+        plog = self.logs.partition(topic, partition)
+        if plog is None:
+            return False
+        plog.append(marker, leader_epoch=handlers_data.LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
+        return True
+
+    def _abort_timed_out_transactions(self) -> None:
+        if self.transactions.abort_timed_out():
+            self.logs.notify_appended()
 
     # -- connections -----------------------------------------------------------------------
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -50,7 +50,6 @@ PASSTHROUGH_CONFIGS = frozenset(
         "cleanup.policy",
         "compression.type",
         "min.insync.replicas",
-        "max.message.bytes",
         "message.timestamp.type",
         "unclean.leader.election.enable",
         "remote.storage.enable",

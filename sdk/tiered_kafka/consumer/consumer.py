@@ -8,16 +8,10 @@ source is Kafka. Partitions whose source is remote storage are *not* in the inne
 assignment, so librdkafka never fetches them (REMOTE_ONLY never fetches data from the brokers);
 a ``RemoteReader`` reads them through the gateway's read plans and presigned URLs instead.
 
-Each assigned partition has one position (the next offset the application gets) and one source.
-The source is chosen by ``tiered_kafka.modes`` rules at that position, and changes only at the
-position, so the handoff is exact: no gap, no duplicate, order kept within the partition.
-
-    REMOTE_ONLY       remote storage; at its end, wait for new uploads (tiered.remote.poll.interval.ms)
-    KAFKA_ONLY        Kafka
-    REMOTE_PREFERRED  remote while remote storage holds the position, then Kafka
-    KAFKA_PREFERRED   Kafka; when Kafka answers OFFSET_OUT_OF_RANGE below its log start and remote
-                      storage holds the position, remote until the position reaches the log start
-                      Kafka reported (or remote storage ends), then Kafka again
+Each assigned partition has a ``Handoff`` (``tiered_kafka.consumer.handoff``): a state machine
+without I/O that owns the position (the next offset the application gets) and the source, and
+applies the modes' rules (``tiered_kafka.modes``, the one place for them). This class is the facade:
+it does the I/O the machine's decisions ask for and feeds it what happened.
 
 Offsets: librdkafka runs with ``auto.offset.reset=error`` and ``enable.auto.offset.store=false``;
 this class applies the application's ``auto.offset.reset`` (earliest: the earliest offset of the
@@ -26,9 +20,27 @@ itself (``enable.auto.commit`` every ``auto.commit.interval.ms``, on revoke and 
 partitions of either source. Committed offsets are ordinary Kafka group offsets: a plain
 confluent-kafka consumer of the same group continues where a TieredConsumer stopped.
 
-Failures: a gateway or S3 failure that outlives the retries is raised by ``poll``/``consume``
-(``RemoteReadError``); the position does not move, so the next call retries. Nothing is skipped
-unless ``tiered.remote.gap.policy=skip`` says a recorded gap may be.
+Errors, as confluent-kafka surfaces them:
+- TOPIC_AUTHORIZATION_FAILED (the gateway's 403): ``poll``/``consume`` return a Message whose
+  ``error()`` is ``KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)`` for the partition, once per
+  event; the partition then makes no further progress (nothing from remote storage, and in
+  REMOTE_PREFERRED/KAFKA_PREFERRED nothing from Kafka past the data it could not read) until the
+  application seeks it, assigns it again or changes the mode.
+- auto.offset.reset=error: a Message with ``_AUTO_OFFSET_RESET``, as librdkafka delivers it.
+- A gateway or S3 failure that outlives the retries, and a recorded gap under
+  ``tiered.remote.gap.policy=error`` (``RemoteGapError``), are raised by ``poll``/``consume``; the
+  position does not move, so the next call retries (and meets the same gap until the application
+  seeks past it). Records already collected by that call are returned first; the error is raised
+  by the next call.
+- Commits. The application's ``commit()`` raises ``KafkaException`` as confluent-kafka's does.
+  The commits this class makes by itself: the periodic auto-commit is asynchronous and its result
+  goes to the ``on_commit`` callback (librdkafka's offset_commit_cb) when one is configured, and a
+  failed one is sent again at the next interval. The synchronous commit on revoke (rebalance,
+  ``unassign``, ``incremental_unassign``, ``unsubscribe``) and on ``close`` is the application's
+  last chance to save its progress, so a failure is never only logged: it raises
+  ``KafkaException``, as ``commit(asynchronous=False)`` would, from the call that made it
+  (``close``, ``unassign``...; for a rebalance inside ``poll``, from that ``poll`` or the next).
+  The revoke or close itself still completes.
 """
 
 from __future__ import annotations
@@ -38,31 +50,24 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    OFFSET_INVALID,
-    TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from tiered_kafka import modes
+from tiered_kafka.consumer.assignment import AssignmentMixin, raise_if
 from tiered_kafka.consumer.config import TieredConfig, parse_config
-from tiered_kafka.consumer.prefetch import ByteBudget, Chunk, ChunkKind, RemoteReader, data_budget
-from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.consumer.handoff import AuthorizationFailed, Decision, GapError, Handoff, ReadFrom, Reset, Skip, Wait
+from tiered_kafka.consumer.messages import error_message, to_messages
+from tiered_kafka.consumer.offsets import OffsetsMixin
+from tiered_kafka.consumer.partition import AuthorizationFailure, PartitionState
+from tiered_kafka.consumer.prefetch import ByteBudget, ChunkKind, RemoteReader, data_budget
+from tiered_kafka.consumer.tiers import Tiers, is_authorization_failure
+from tiered_kafka.errors import ConfigError, RemoteGapError
+from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka.modes import Mode, Source
-from tiered_kafka.remote_read import DecodedBatch
 from tiered_kafka.transactions import CommittedFilter
 
 log = logging.getLogger(__name__)
@@ -70,35 +75,9 @@ TP = tuple[str, int]
 Callback = Callable[[Any, list[TopicPartition]], None]
 _KAFKA_SERVICE_INTERVAL_S = 0.05  # serve the inner consumer (callbacks, heartbeats) at least this often
 KAFKA_BATCH = 500  # messages taken from librdkafka per call, whatever the caller asked
-_REMOTE_TS_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}
-_NO_TIMESTAMP = (TIMESTAMP_NOT_AVAILABLE, -1)
-#: bytes a delivered Message costs beyond its key and value (the object, two bytes headers, the
-#: timestamp tuple, a list slot: measured with tracemalloc, rounded up)
-MESSAGE_OVERHEAD = 240
 
 
-@dataclass
-class _Partition:
-    topic: str
-    partition: int
-    position: int | None = None
-    source: Source = Source.KAFKA
-    reader: RemoteReader | None = None
-    ready: deque[Message] = field(default_factory=deque)
-    committed_filter: CommittedFilter[Message] | None = None
-    paused: bool = False
-    switch_back_at: int | None = None  # KAFKA_PREFERRED on remote: Kafka's log start when it refused
-    kafka_refused_below: int = -1  # Kafka's log start the last time it answered OFFSET_OUT_OF_RANGE
-    pending: bool = False  # assigned, but its start failed (retried by the next poll)
-    skip_to: int = -1  # past control/aborted records decided in remote data: the position once ready is empty
-    held: Chunk | None = None  # the chunk whose records are in ``ready`` (its budget returns when they are taken)
-
-    @property
-    def tp(self) -> TP:
-        return (self.topic, self.partition)
-
-
-class TieredConsumer:
+class TieredConsumer(AssignmentMixin, OffsetsMixin):
     """A drop-in for ``confluent_kafka.Consumer`` reading Kafka and remote storage (module docstring).
 
     ``TieredConsumer({"bootstrap.servers": ..., "group.id": ..., "tiered.mode": "REMOTE_PREFERRED",
@@ -123,12 +102,14 @@ class TieredConsumer:
                 backoff_s=self._config.remote_retry_backoff_s,
                 max_connections=self._config.prefetch_parallelism + 4,
             )
+        self._tiers = Tiers(self._inner, self._gateway)
         self._budget = ByteBudget(data_budget(self._config.prefetch_max_bytes, self._config.prefetch_parallelism))
         self._pool = ThreadPoolExecutor(self._config.prefetch_parallelism, thread_name_prefix="tiered-fetch")
         self._wake = threading.Event()
-        self._partitions: dict[TP, _Partition] = {}
+        self._partitions: dict[TP, PartitionState] = {}
         self._kafka_ready: deque[Message] = deque()
         self._errors: deque[Message] = deque()
+        self._out_of_range: dict[TP, Message] = {}  # OFFSET_OUT_OF_RANGE from librdkafka, handled in order
         self._stored: dict[TP, int] = {}
         self._committed_stored: dict[TP, int] = {}
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
@@ -153,278 +134,82 @@ class TieredConsumer:
             mode = Mode(mode.value if isinstance(mode, Mode) else str(mode).upper())
         except ValueError:
             raise ConfigError(f"mode {mode!r} is not one of {', '.join(m.value for m in Mode)}") from None
-        if mode is not Mode.KAFKA_ONLY and self._gateway is None:
+        if modes.reads_remote(mode) and self._gateway is None:
             raise ConfigError(f"mode {mode.value} reads remote storage: this consumer has no tiered.gateway.url/tiered.cluster")
-        if mode is not Mode.REMOTE_ONLY and self._inner is None:
+        if modes.reads_kafka(mode) and self._inner is None:
             raise ConfigError(f"mode {mode.value} reads from Kafka: this consumer has no bootstrap.servers")
         self._mode = mode
         for state in list(self._partitions.values()):
+            state.handoff.mode = mode
             if state.position is not None:
-                self._restart(state, state.position)
+                self._begin(state, state.position)
 
-    # -- subscription and assignment --------------------------------------------------------------
-    def subscribe(self, topics: list[str], on_assign: Callback | None = None, on_revoke: Callback | None = None, on_lost: Callback | None = None) -> None:
-        inner = self._require_kafka("subscribe")
-        self._user_callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
-        inner.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-
-    def unsubscribe(self) -> None:
-        inner = self._require_kafka("unsubscribe")
-        self._drop(list(self._partitions))
-        inner.unsubscribe()
-
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        """Replace the assignment; offsets may be absolute or logical (OFFSET_BEGINNING/END/STORED)."""
-        if self._in_rebalance:
-            self._assigned_in_callback = True
-        self._drop(list(self._partitions), kafka=False)
-        self._add(partitions)
-
-    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        if self._in_rebalance:
-            self._assigned_in_callback = True
-        self._add(partitions)
-
-    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
-        if self._in_rebalance:
-            self._assigned_in_callback = True
-        self._drop([(p.topic, p.partition) for p in partitions])
-
-    def unassign(self) -> None:
-        if self._in_rebalance:
-            self._assigned_in_callback = True
-        self._drop(list(self._partitions))
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, p in self._partitions]
-
-    def _on_assign(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
-        calls = self._assignment_calls
-        self._callback("assign", partitions)
-        if self._assigned_in_callback:
-            self._assigned_in_callback = False
-        else:
-            try:
-                self._add(partitions)
-            except Exception as err:  # e.g. the gateway is down: start these partitions on a later poll
-                for p in partitions:
-                    self._partitions.setdefault((p.topic, p.partition), _Partition(p.topic, p.partition, pending=True))
-                self._deferred = err
-        self._complete_rebalance(inner, calls, assign=True)
-
-    def _on_revoke(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
-        calls = self._assignment_calls
-        self._callback("revoke", partitions)
-        if self._assigned_in_callback:
-            self._assigned_in_callback = False
-        else:
-            self._drop([(p.topic, p.partition) for p in partitions])
-        self._complete_rebalance(inner, calls, assign=False)
-
-    def _on_lost(self, inner: Consumer, partitions: list[TopicPartition]) -> None:
-        calls = self._assignment_calls
-        self._callback("lost" if self._user_callbacks.get("lost") else "revoke", partitions)
-        self._drop([(p.topic, p.partition) for p in partitions], commit=False)  # lost: no longer ours to commit
-        self._complete_rebalance(inner, calls, assign=False)
-
-    def _complete_rebalance(self, inner: Consumer, calls_before: int, assign: bool) -> None:
-        """A rebalance callback must end with one assignment call on the inner consumer, or the
-        binding makes its own with the whole list (which would fetch remote-read partitions)."""
-        if self._assignment_calls != calls_before:
-            return
-        self._assignment_calls += 1
-        if self._cooperative:
-            (inner.incremental_assign if assign else inner.incremental_unassign)([])
-        elif assign:
-            inner.assign(self._kafka_side())
-        else:
-            inner.unassign()
-
-    def _callback(self, kind: str, partitions: list[TopicPartition]) -> None:
-        callback = self._user_callbacks.get(kind)
-        if callback is None:
-            return
-        self._in_rebalance, self._assigned_in_callback = True, False
+    # -- the handoff's decisions ------------------------------------------------------------------------
+    def _begin(self, state: PartitionState, offset: int, update_assignment: bool = True) -> None:
+        """Assign, seek, reset or mode change: read ``state`` from ``offset`` with the source the mode picks there."""
+        state.stop_remote()
+        self._purge_kafka_ready(state.tp)
+        self._out_of_range.pop(state.tp, None)
         try:
-            callback(self, partitions)
-        finally:
-            self._in_rebalance = False
+            decision: Decision | None = state.handoff.start(offset, lambda: self._tiers.remote_holds(state.tp, offset))
+        except Exception as err:
+            if not is_authorization_failure(err):
+                raise
+            self._authorization_failed(state, err, at=offset)
+            decision = None
+        self._apply(state, decision, update_assignment)
 
-    def _add(self, partitions: list[TopicPartition]) -> None:
-        """Resolve start offsets, pick each partition's source, and update the inner assignment."""
-        starts = self._resolve_starts(partitions)
-        fetching = {(p.topic, p.partition) for p in self._inner.assignment()} if self._inner is not None else set()
-        started = []
-        for tp, offset in starts.items():
-            state = self._partitions.get(tp) or _Partition(tp[0], tp[1])
-            state.pending = False
-            self._partitions[tp] = state
-            self._purge_kafka_ready(tp)
-            if offset is not None:
-                self._start(state, offset, update_assignment=False)
-                started.append(state)
-        self._sync_kafka_assignment()
-        for state in started:  # already fetching in librdkafka: move it to the new position
-            if state.source is Source.KAFKA and state.tp in fetching and self._inner is not None:
-                self._seek_kafka(self._inner, state)
-
-    def _start_pending(self) -> None:
-        """Partitions whose start failed in a rebalance callback: start them now (from the committed offsets)."""
-        pending = [TopicPartition(t, p) for (t, p), s in self._partitions.items() if s.pending]
-        if pending:
-            self._add(pending)
-
-    def _drop(self, tps: Sequence[TP], kafka: bool = True, commit: bool = True) -> None:
-        """Forget partitions (committing their stored offsets first, with enable.auto.commit)."""
-        if commit and self._auto_commit and self._inner is not None:
-            self._commit_stored(asynchronous=False, only=list(tps))
-        for tp in tps:
-            state = self._partitions.pop(tp, None)
-            if state is not None:
-                self._stop_remote(state)
-            self._stored.pop(tp, None)
-            self._committed_stored.pop(tp, None)
-        self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) in self._partitions)
-        if kafka:
-            self._sync_kafka_assignment(revoking=True)
-
-    def _kafka_side(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p, s.position) for (t, p), s in self._partitions.items() if s.source is Source.KAFKA and s.position is not None]
-
-    def _sync_kafka_assignment(self, revoking: bool = False) -> None:
-        """The inner consumer is assigned exactly the partitions whose source is Kafka."""
-        if self._inner is None:
+    def _apply(self, state: PartitionState, decision: Decision | None, update_assignment: bool = True) -> None:
+        """Do what the handoff decided (module ``tiered_kafka.consumer.handoff``)."""
+        if decision is None or isinstance(decision, Wait):
             return
-        wanted = {(p.topic, p.partition): p for p in self._kafka_side()}
-        current = {(p.topic, p.partition) for p in self._inner.assignment()}
-        if self._cooperative:
-            gone = [TopicPartition(t, p) for t, p in current - wanted.keys()]
-            new = [wanted[tp] for tp in wanted.keys() - current]
-            if gone:
-                self._assignment_calls += 1
-                self._inner.incremental_unassign(gone)
-            if new:
-                self._assignment_calls += 1
-                self._inner.incremental_assign(new)
-        elif not wanted and revoking:
-            self._assignment_calls += 1
-            self._inner.unassign()  # an eager revoke completes with unassign(), not an empty assign()
-        elif current != wanted.keys() or not current:
-            self._assignment_calls += 1
-            self._inner.assign(list(wanted.values()))
-        paused = [TopicPartition(t, p) for t, p in wanted if self._partitions[(t, p)].paused]
-        if paused:
-            self._inner.pause(paused)
-
-    def _purge_kafka_ready(self, tp: TP) -> None:
-        """Forget Kafka messages of ``tp`` fetched before its position, source or pause changed
-        (librdkafka fetches them again from the position)."""
-        if any((m.topic(), m.partition()) == tp for m in self._kafka_ready):
-            self._kafka_ready = deque(m for m in self._kafka_ready if (m.topic(), m.partition()) != tp)
-
-    # -- where a partition starts -------------------------------------------------------------------
-    def _resolve_starts(self, partitions: list[TopicPartition]) -> dict[TP, int | None]:
-        starts: dict[TP, int | None] = {}
-        stored = [p for p in partitions if p.offset < 0 and p.offset not in (OFFSET_BEGINNING, OFFSET_END)]
-        committed: dict[TP, int] = {}
-        if stored and self._inner is not None:
-            for c in self._inner.committed([TopicPartition(p.topic, p.partition) for p in stored], timeout=30):
-                if c.offset >= 0:
-                    committed[(c.topic, c.partition)] = c.offset
-        for p in partitions:
-            tp = (p.topic, p.partition)
-            if p.offset >= 0:
-                starts[tp] = p.offset
-            elif p.offset == OFFSET_BEGINNING:
-                starts[tp] = self._earliest(tp)
-            elif p.offset == OFFSET_END:
-                starts[tp] = self._latest(tp)
-            elif tp in committed:
-                starts[tp] = committed[tp]
+        if isinstance(decision, ReadFrom):
+            if decision.source is Source.REMOTE:
+                self._to_remote(state, decision.offset, update_assignment)
             else:
-                starts[tp] = self._reset(tp, None)
-        return starts
+                self._to_kafka(state, decision.offset, update_assignment)
+        elif isinstance(decision, Skip):
+            log.warning("%s-%d: skipping offsets %d..%d, in no tier this consumer reads (%s)", state.topic, state.partition, decision.start, decision.end, decision.reason)
+            self._apply(state, decision.read, update_assignment)
+        elif isinstance(decision, Reset):
+            state.stop_remote()
+            try:
+                target = self._reset_target(state.tp, decision.offset)
+            except Exception as err:
+                if not is_authorization_failure(err):
+                    raise
+                self._authorization_failed(state, err)
+                return
+            if target is not None:
+                self._begin(state, target, update_assignment)
+            elif update_assignment:
+                self._sync_kafka_assignment()
+        elif isinstance(decision, GapError):
+            state.stop_remote()
+            raise RemoteGapError(
+                f"{state.topic}-{state.partition}: offsets {decision.start}..{decision.end} are in no tier this consumer reads "
+                f"({decision.reason}); seek past them or set tiered.remote.gap.policy=skip",
+                topic=state.topic, partition=state.partition, start_offset=decision.start, end_offset=decision.end, reason=decision.reason,
+            )
+        else:  # AuthorizationFailed: reported by _authorization_failed, which made it
+            raise RuntimeError(f"unexpected decision {decision!r}")
 
-    def _reset(self, tp: TP, offset: int | None) -> int | None:
-        """auto.offset.reset for a partition without a valid position (None: 'error', reported).
-
-        earliest: with no position, the earliest offset of the tiers the mode reads; from a position
-        neither tier holds (remote retention, or data lost between the tiers), the first offset after
-        it that a tier holds — forward, as Kafka resets to its log start, never back to re-read.
-        """
-        if self._config.auto_offset_reset == "earliest":
-            if offset is None or offset >= self._latest(tp):  # past the end: from the start, as Kafka does
-                return self._earliest(tp)
-            ahead = [o for o in self._first_offsets(tp) if o > offset]
-            target = min(ahead) if ahead else self._latest(tp)
-            log.warning("%s-%d: offsets %d..%d are in no tier; continuing at %d", tp[0], tp[1], offset, target - 1, target)
-            return target
-        if self._config.auto_offset_reset == "latest":
-            return self._latest(tp)
-        what = "no committed offset" if offset is None else f"offset {offset} is out of range"
-        self._errors.append(Message(topic=tp[0], partition=tp[1], offset=OFFSET_INVALID if offset is None else offset, error=KafkaError(KafkaError._AUTO_OFFSET_RESET, f"{tp[0]}-{tp[1]}: {what} and auto.offset.reset is error")))
-        return None
-
-    def _earliest(self, tp: TP) -> int:
-        """The first offset of the tiers the mode reads."""
-        return min(self._first_offsets(tp), default=0)
-
-    def _first_offsets(self, tp: TP) -> list[int]:
-        """The first offset of each tier the mode reads (Kafka's log start, remote storage's earliest)."""
-        firsts = []
-        if self._mode is not Mode.REMOTE_ONLY:
-            firsts.append(self._watermarks(tp)[0])
-        if self._mode is not Mode.KAFKA_ONLY:
-            remote = self._extent(tp).remote
-            if remote is not None:
-                firsts.append(remote.earliest_offset)
-        return firsts
-
-    def _latest(self, tp: TP) -> int:
-        if self._mode is Mode.REMOTE_ONLY:
-            remote = self._extent(tp).remote
-            return 0 if remote is None else remote.latest_offset + 1
-        return self._watermarks(tp)[1]
-
-    def _watermarks(self, tp: TP, timeout: float = 30) -> tuple[int, int]:
-        low, high = self._require_kafka("watermarks").get_watermark_offsets(TopicPartition(*tp), timeout=timeout, cached=False)
-        return low, high
-
-    def _extent(self, tp: TP) -> PartitionExtent:
-        assert self._gateway is not None
-        try:
-            return self._gateway.partition(*tp)
-        except GatewayRequestError as err:  # an unknown partition remotely is "nothing remote"
-            if err.code == "unknown_topic_or_partition":
-                return PartitionExtent(None, None, None)
-            raise
-
-    # -- choosing and switching sources ---------------------------------------------------------------
-    def _start(self, state: _Partition, offset: int, update_assignment: bool = True) -> None:
-        """Read ``state`` from ``offset`` with the source the mode picks there."""
-        state.position = offset
-        source = Source.KAFKA
-        if self._mode is Mode.REMOTE_ONLY:
-            source = Source.REMOTE
-        elif self._mode is Mode.REMOTE_PREFERRED:
-            remote = self._extent(state.tp).remote
-            source = Source.REMOTE if remote is not None and remote.holds(offset) else Source.KAFKA
-        if source is Source.REMOTE:
-            self._to_remote(state, offset, update_assignment)
-        else:
-            self._to_kafka(state, offset, update_assignment)
-
-    def _restart(self, state: _Partition, offset: int) -> None:
-        self._stop_remote(state)
+    def _authorization_failed(self, state: PartitionState, error: BaseException, at: int | None = None) -> None:
+        """TOPIC_AUTHORIZATION_FAILED for ``state``: its error message (once per event), and it stops."""
+        failed = state.handoff.authorization_failed(at)
+        state.stop_remote()
         self._purge_kafka_ready(state.tp)
-        state.switch_back_at = None
-        self._start(state, offset)
+        self._sync_kafka_assignment()
+        if isinstance(failed, AuthorizationFailed):
+            log.warning("%s-%d: not authorized to read the topic: %s", state.topic, state.partition, error)
+            self._errors.append(error_message(state.topic, state.partition, failed.offset if failed.offset >= 0 else None, KafkaError.TOPIC_AUTHORIZATION_FAILED, f"{state.topic}-{state.partition}: {error}"))
 
-    def _to_remote(self, state: _Partition, offset: int, update_assignment: bool = True) -> None:
-        assert self._gateway is not None
-        self._stop_remote(state)
+    def _to_remote(self, state: PartitionState, offset: int, update_assignment: bool = True) -> None:
+        if self._gateway is None:
+            raise ConfigError("remote storage needs tiered.gateway.url and tiered.cluster")
+        state.stop_remote()
         self._purge_kafka_ready(state.tp)
-        state.position, state.source, state.skip_to = offset, Source.REMOTE, -1
+        state.skip_to = -1
         state.committed_filter = CommittedFilter() if self._config.read_committed else None
         state.reader = RemoteReader(
             self._gateway,
@@ -433,9 +218,9 @@ class TieredConsumer:
             offset,
             budget=self._budget,
             pool=self._pool,
-            convert=_to_messages,
+            convert=to_messages,
             plan_max_bytes=self._config.plan_max_bytes,
-            tail=self._mode is Mode.REMOTE_ONLY,
+            tail=modes.tails_remote(self._mode),
             poll_interval_s=self._config.remote_poll_interval_s,
             wake=self._wake,
         )
@@ -443,10 +228,9 @@ class TieredConsumer:
         if update_assignment:
             self._sync_kafka_assignment()
 
-    def _to_kafka(self, state: _Partition, offset: int, update_assignment: bool = True) -> None:
-        self._stop_remote(state)
+    def _to_kafka(self, state: PartitionState, offset: int, update_assignment: bool = True) -> None:
+        state.stop_remote()
         self._purge_kafka_ready(state.tp)
-        state.position, state.source, state.switch_back_at = offset, Source.KAFKA, None
         log.debug("%s-%d: reading Kafka from offset %d", state.topic, state.partition, offset)
         if update_assignment:
             inner = self._require_kafka("reading Kafka")
@@ -455,10 +239,11 @@ class TieredConsumer:
             else:
                 self._sync_kafka_assignment()  # assigned at the position
 
-    def _seek_kafka(self, inner: Consumer, state: _Partition) -> None:
+    def _seek_kafka(self, inner: Consumer, state: PartitionState) -> None:
         """Move librdkafka's fetch position; a partition that is not fetching yet (librdkafka's
         _STATE error, e.g. still looking up its offset) is assigned again at the position instead."""
         target = TopicPartition(state.topic, state.partition, state.position)
+        state.kafka_synced = False
         try:
             inner.seek(target)
         except KafkaException as err:
@@ -471,49 +256,40 @@ class TieredConsumer:
             else:
                 inner.assign(self._kafka_side())
 
-    def _stop_remote(self, state: _Partition) -> None:
-        if state.reader is not None:
-            self._release_held(state)
-            state.reader.stop()
-            state.reader = None
-        state.ready.clear()
-        state.committed_filter = None
+    def _handle_out_of_range(self) -> None:
+        """OFFSET_OUT_OF_RANGE events from librdkafka, every partition's: one that fails (the
+        gateway is down, a gap between the tiers) stays queued and is retried by the next poll,
+        and the others are handled all the same; the first failure is raised."""
+        first_error: Exception | None = None
+        for tp in list(self._out_of_range):
+            message = self._out_of_range.pop(tp)
+            state = self._partitions.get(tp)
+            if state is None or state.handoff.source is not Source.KAFKA or state.position is None:
+                continue
+            try:
+                self._kafka_out_of_range(state)
+            except Exception as err:
+                self._out_of_range[tp] = message
+                first_error = first_error or err
+        if first_error is not None:
+            raise first_error
 
-    def _kafka_out_of_range(self, state: _Partition, failed_offset: int, error: Message) -> None:
-        """OFFSET_OUT_OF_RANGE from Kafka at ``state.position``: remote storage, or auto.offset.reset.
-
-        In the modes that read both tiers, an offset below Kafka's log start that remote storage
-        does not hold either, with data after it, is a gap between the tiers: handled by
-        tiered.remote.gap.policy (RemoteGapError, or a logged skip to the next offset a tier holds),
-        never by a silent reset to the end.
-        """
-        offset = state.position if state.position is not None else failed_offset
-        low, high = self._watermarks(state.tp)
-        if offset < low and self._mode in (Mode.KAFKA_PREFERRED, Mode.REMOTE_PREFERRED):
-            state.kafka_refused_below = low
-            remote = self._extent(state.tp).remote
-            if remote is not None and remote.holds(offset):
-                self._to_remote(state, offset)
-                state.switch_back_at = low if self._mode is Mode.KAFKA_PREFERRED else None
-                return
-            if remote is not None and remote.earliest_offset <= offset:  # remote ended below Kafka's log start
-                gap_end = low - 1
-                if not self._config.gap_skip:
-                    raise RemoteGapError(
-                        f"{state.topic}-{state.partition}: offsets {offset}..{gap_end} are in neither remote storage "
-                        f"(which ends at {remote.latest_offset}) nor Kafka (whose log starts at {low}); "
-                        "seek past them or set tiered.remote.gap.policy=skip",
-                        topic=state.topic, partition=state.partition, start_offset=offset, end_offset=gap_end, reason="between tiers",
-                    )
-                log.warning("%s-%d: skipping offsets %d..%d, in neither tier", state.topic, state.partition, offset, gap_end)
-                self._restart(state, low)
-                return
-        if self._config.auto_offset_reset == "error":
-            self._errors.append(error)
+    def _kafka_out_of_range(self, state: PartitionState) -> None:
+        """OFFSET_OUT_OF_RANGE from Kafka at the position: remote storage, a gap, or auto.offset.reset."""
+        position = state.position
+        if position is None:
             return
-        target = self._reset(state.tp, offset)
-        if target is not None:
-            self._restart(state, target)
+        low, _high = self._tiers.watermarks(state.tp)
+        remote = None
+        if position < low and modes.reads_remote(self._mode):
+            try:
+                remote = self._tiers.remote_range(state.tp)
+            except Exception as err:
+                if not is_authorization_failure(err):
+                    raise
+                self._authorization_failed(state, err)
+                return
+        self._apply(state, state.handoff.kafka_out_of_range(low, remote))
 
     # -- poll and consume ----------------------------------------------------------------------------
     def poll(self, timeout: float | None = None) -> Message | None:
@@ -527,9 +303,7 @@ class TieredConsumer:
 
     def _consume(self, limit: int, timeout: float | None) -> list[Message]:
         self._check_open()
-        if self._deferred is not None:
-            error, self._deferred = self._deferred, None
-            raise error
+        self._raise_deferred()
         deadline = math.inf if timeout is None or timeout < 0 else time.monotonic() + timeout
         self._start_pending()
         out: list[Message] = []
@@ -539,11 +313,16 @@ class TieredConsumer:
             if not remote or now - self._last_kafka_service > _KAFKA_SERVICE_INTERVAL_S:
                 self._serve_kafka(limit, 0)
             try:
+                self._handle_out_of_range()
                 self._collect(out, limit)
             except Exception as err:
                 if not out:
                     raise
                 self._deferred = err  # raised by the next call: these messages are delivered first
+                return out
+            if self._deferred is not None:  # from a rebalance callback
+                if not out:
+                    self._raise_deferred()
                 return out
             if self._auto_commit and now >= self._next_auto_commit:
                 self._next_auto_commit = now + self._auto_commit_interval_s
@@ -557,46 +336,72 @@ class TieredConsumer:
             else:
                 self._serve_kafka(limit, min(remaining, 0.2))
 
+    def _raise_deferred(self) -> None:
+        if self._deferred is not None:
+            error, self._deferred = self._deferred, None
+            raise error
+
     def _serve_kafka(self, limit: int, timeout: float) -> None:
-        """Poll the inner consumer: rebalance callbacks, and messages of Kafka-source partitions."""
+        """Poll the inner consumer: rebalance callbacks, and messages of Kafka-source partitions.
+        OFFSET_OUT_OF_RANGE events are queued for ``_handle_out_of_range`` (never lost)."""
         if self._inner is None:
             return
         self._last_kafka_service = time.monotonic()
-        out_of_range = []
-        for message in self._inner.consume(max(limit, KAFKA_BATCH), timeout):  # every message is queued first
+        want = max(limit, KAFKA_BATCH)
+        messages = self._inner.consume(want, timeout)
+        for message in messages:
             error = message.error()
             if error is None or error.code() == KafkaError._PARTITION_EOF:
                 self._kafka_ready.append(message)
             elif error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic():
-                out_of_range.append(message)
+                self._out_of_range[(message.topic(), message.partition())] = message
             else:
                 self._errors.append(message)
-        for message in out_of_range:  # may call the gateway and raise: nothing fetched is lost by that
-            state = self._partitions.get((message.topic(), message.partition()))
-            if state is not None and state.source is Source.KAFKA:
-                self._kafka_out_of_range(state, message.offset(), message)
+        if len(messages) < want:
+            self._pass_kafka_markers()
+
+    def _pass_kafka_markers(self) -> None:
+        """Caught up with Kafka: a partition whose fetch ended with control batches (transaction
+        markers) or aborted records moves its position past them, as librdkafka's own position
+        does, so the committed offset reaches the end (lag 0). Only partitions librdkafka delivered
+        at our position since their last seek, with nothing of theirs left to hand out."""
+        synced = [s for s in self._partitions.values() if s.kafka_synced and s.handoff.source is Source.KAFKA and not s.paused]
+        if not synced or self._inner is None:
+            return
+        queued = {(m.topic(), m.partition()) for m in self._kafka_ready}
+        synced = [s for s in synced if s.tp not in queued]
+        if not synced:
+            return
+        for p in self._inner.position([TopicPartition(s.topic, s.partition) for s in synced]):
+            state = self._partitions.get((p.topic, p.partition))
+            if state is not None and state.position is not None and p.offset > state.position and state.handoff.source is Source.KAFKA:
+                state.handoff.delivered(Source.KAFKA, p.offset)
+                self._delivered(state)
 
     def _collect(self, out: list[Message], limit: int) -> None:
         """Ready messages into ``out``: errors first, then Kafka's, then remote ones round-robin."""
         while self._errors and len(out) < limit:
             out.append(self._errors.popleft())
+        partitions = self._partitions
         while self._kafka_ready and len(out) < limit:
             message = self._kafka_ready.popleft()
-            state = self._partitions.get((message.topic(), message.partition()))
-            if state is None or state.source is not Source.KAFKA or state.position is None or state.paused:
-                continue  # fetched before a switch, a pause or a revoke: it will be fetched again at the position
+            state = partitions.get((message.topic(), message.partition()))
+            if state is None or state.paused:
+                continue  # fetched before a revoke or a pause: it will be fetched again at the position
+            handoff = state.handoff
+            offset = message.offset()
             if message.error() is not None:  # _PARTITION_EOF (enable.partition.eof)
-                if message.offset() >= state.position:
+                if handoff.accepts(Source.KAFKA, offset):
                     out.append(message)
                 continue
-            offset = message.offset()
-            if offset < state.position:
-                continue  # already delivered (from remote storage, before the handoff)
-            state.position = offset + 1
+            if not handoff.accepts(Source.KAFKA, offset):
+                continue  # fetched before a switch or a seek, or already delivered from remote storage
+            handoff.delivered(Source.KAFKA, offset + 1)
+            state.kafka_synced = True
             self._delivered(state)
             self._count(state, Source.KAFKA, 1)
             out.append(message)
-        states = [s for s in self._partitions.values() if s.source is Source.REMOTE and not s.paused]
+        states = [s for s in partitions.values() if s.handoff.source is Source.REMOTE and not s.paused]
         for i in range(len(states)):
             if len(out) >= limit:
                 break
@@ -604,7 +409,7 @@ class TieredConsumer:
             self._collect_remote(state, out, limit)
         self._rr += 1
 
-    def _collect_remote(self, state: _Partition, out: list[Message], limit: int) -> None:
+    def _collect_remote(self, state: PartitionState, out: list[Message], limit: int) -> None:
         start = len(out)
         try:
             self._take_remote(state, out, limit)
@@ -612,24 +417,28 @@ class TieredConsumer:
             if len(out) > start:
                 self._delivered(state)
 
-    def _take_remote(self, state: _Partition, out: list[Message], limit: int) -> None:
-        while len(out) < limit and state.source is Source.REMOTE:
-            if not state.ready and state.position is not None and state.skip_to > state.position:
-                state.position = state.skip_to  # past trailing control or aborted records, as Kafka's position
+    def _take_remote(self, state: PartitionState, out: list[Message], limit: int) -> None:
+        handoff = state.handoff
+        while len(out) < limit and handoff.source is Source.REMOTE:
+            position = handoff.position
+            if not state.ready and position is not None and state.skip_to > position:
+                # past trailing control or aborted records, as Kafka's position
+                self._apply(state, handoff.delivered(Source.REMOTE, state.skip_to))
+                continue
             if not state.ready and not self._advance(state):
                 break
             take = min(len(state.ready), limit - len(out))
+            decision = None
             if take:
                 ready = state.ready
                 out.extend(ready.popleft() for _ in range(take))
-                state.position = out[-1].offset() + 1
+                decision = handoff.delivered(Source.REMOTE, out[-1].offset() + 1)
                 self._count(state, Source.REMOTE, take)
             if not state.ready:
-                self._release_held(state)
-            if state.switch_back_at is not None and state.position is not None and state.position >= state.switch_back_at:
-                self._to_kafka(state, state.position)  # KAFKA_PREFERRED: caught up with Kafka's log start
+                state.release_held()
+            self._apply(state, decision)  # KAFKA_PREFERRED: caught up with Kafka's log start
 
-    def _advance(self, state: _Partition) -> bool:
+    def _advance(self, state: PartitionState) -> bool:
         """Move the partition's next ready chunk into ``state.ready``; False when none is ready."""
         reader = state.reader
         if reader is None:
@@ -641,83 +450,21 @@ class TieredConsumer:
         if chunk is None:
             return False
         reader.pop()
-        if chunk.kind is ChunkKind.DATA:
-            self._take_data(state, reader, chunk)
-            return True
-        reader.release(chunk)
-        self._end_of_remote(state, chunk)
-        return state.source is Source.REMOTE
-
-    def _release_held(self, state: _Partition) -> None:
-        if state.held is not None and state.reader is not None:
-            state.reader.release(state.held)
-        state.held = None
-
-    def _take_data(self, state: _Partition, reader: RemoteReader, chunk: Chunk) -> None:
-        """The chunk's wanted records into ``state.ready``; its budget is held until they are taken."""
-        assert chunk.future is not None and state.position is not None
-        self._release_held(state)
         try:
-            batches = chunk.future.result()
-        except OffsetNotRemoteError as err:  # the segment left remote storage after it was planned
-            reader.release(chunk)
-            self._end_of_remote(state, Chunk(ChunkKind.END if err.past_the_end else ChunkKind.BELOW_START, state.position))
-            return
-        except BaseException:
-            reader.release(chunk)
-            self._stop_remote(state)
-            raise
-        position = state.position
-        ready = state.ready
-        for batch in batches:
-            if batch.last_offset < position:
-                continue
-            records = batch.records if state.committed_filter is None else state.committed_filter.push(batch)
-            if batch.base_offset >= position and state.committed_filter is None:
-                ready.extend(records)  # the common case: the whole batch is wanted
+            if chunk.kind is ChunkKind.DATA:
+                decision = state.take_data(reader, chunk)
+                if decision is None:
+                    return True
             else:
-                ready.extend(m for m in records if m.offset() >= position)
-            if state.committed_filter is None or state.committed_filter.first_held_offset is None:
-                state.skip_to = max(state.skip_to, batch.last_offset + 1)
-        state.held = chunk
+                reader.release(chunk)
+                decision = state.end_of_remote(chunk)
+        except AuthorizationFailure as failure:
+            self._authorization_failed(state, failure.error)
+            return False
+        self._apply(state, decision)
+        return state.handoff.source is Source.REMOTE
 
-    def _end_of_remote(self, state: _Partition, chunk: Chunk) -> None:
-        assert state.position is not None
-        held = state.committed_filter.first_held_offset if state.committed_filter is not None else None
-        handoff = held if held is not None else state.position
-        if chunk.kind is ChunkKind.END:
-            self._to_kafka(state, handoff)
-        elif chunk.kind is ChunkKind.BELOW_START:
-            if self._mode is Mode.REMOTE_ONLY or handoff < state.kafka_refused_below:
-                target = self._reset(state.tp, handoff)
-                if target is None:
-                    self._stop_remote(state)
-                    state.position = None
-                else:
-                    self._restart(state, target)
-            else:
-                self._to_kafka(state, handoff)
-        elif chunk.kind is ChunkKind.GAP:
-            assert chunk.gap is not None
-            gap = chunk.gap
-            if self._mode is not Mode.REMOTE_ONLY and gap.start_offset >= state.kafka_refused_below and handoff <= gap.end_offset:
-                self._to_kafka(state, handoff)  # Kafka may still hold what remote storage lacks
-            elif self._config.gap_skip:
-                log.warning("%s-%d: skipping offsets %d..%d missing from remote storage (%s)", state.topic, state.partition, gap.start_offset, gap.end_offset, gap.reason)
-                state.position = max(state.position, gap.end_offset + 1)
-            else:
-                self._stop_remote(state)
-                raise RemoteGapError(
-                    f"{state.topic}-{state.partition}: offsets {gap.start_offset}..{gap.end_offset} are missing from remote storage "
-                    f"({gap.reason}); seek past them or set tiered.remote.gap.policy=skip",
-                    topic=state.topic, partition=state.partition, start_offset=gap.start_offset, end_offset=gap.end_offset, reason=gap.reason,
-                )
-        else:  # ERROR: surfaces now; the next poll restarts the reader at the same position
-            self._stop_remote(state)
-            assert chunk.error is not None
-            raise chunk.error
-
-    def _count(self, state: _Partition, source: Source, records: int) -> None:
+    def _count(self, state: PartitionState, source: Source, records: int) -> None:
         counts = self._by_source.setdefault(state.tp, {Source.REMOTE.value: 0, Source.KAFKA.value: 0})
         counts[source.value] += records
 
@@ -725,155 +472,26 @@ class TieredConsumer:
         """Records delivered so far per (topic, partition), by source: {"remote": n, "kafka": m}."""
         return {tp: dict(counts) for tp, counts in self._by_source.items()}
 
-    def _delivered(self, state: _Partition) -> None:
+    def _delivered(self, state: PartitionState) -> None:
         if self._config.auto_offset_store and state.position is not None:
             self._stored[state.tp] = state.position
 
-    # -- offsets --------------------------------------------------------------------------------------
-    def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
-        """As librdkafka: only with enable.auto.offset.store=false, only for assigned partitions."""
-        if self._config.auto_offset_store:
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, "store_offsets() requires enable.auto.offset.store=false"))
-        wanted = [] if message is None else [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
-        wanted += offsets or []
-        for p in wanted:
-            if (p.topic, p.partition) not in self._partitions:
-                raise KafkaException(KafkaError(KafkaError._STATE, f"{p.topic}-{p.partition} is not assigned: its offset cannot be stored"))
-        for p in wanted:
-            self._stored[(p.topic, p.partition)] = p.offset
-
-    def commit(self, message: Message | None = None, offsets: list[TopicPartition] | None = None, asynchronous: bool = True) -> list[TopicPartition] | None:
-        """Commit a message's offset + 1, the given offsets, or (neither) the stored offsets of every partition."""
-        inner = self._require_kafka("commit")
-        if message is not None:
-            offsets = [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
-        if offsets is None:
-            offsets = [TopicPartition(t, p, o) for (t, p), o in self._stored.items()]
-            if not offsets:
-                raise KafkaException(KafkaError(KafkaError._NO_OFFSET, "no offsets stored to commit"))
-        result = inner.commit(offsets=offsets, asynchronous=asynchronous)
-        if not asynchronous:  # an async commit may still fail: auto-commit sends those offsets again
-            for p in offsets:
-                self._committed_stored[(p.topic, p.partition)] = p.offset
-        return result
-
-    def _commit_stored(self, asynchronous: bool, only: list[TP] | None = None) -> None:
-        pending = {tp: o for tp, o in self._stored.items() if self._committed_stored.get(tp) != o and (only is None or tp in only)}
-        if not pending or self._inner is None:
-            return
-        try:
-            self._inner.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in pending.items()], asynchronous=asynchronous)
-            if not asynchronous:
-                self._committed_stored.update(pending)
-        except KafkaException as err:
-            log.warning("auto-commit failed: %s", err)
-
-    def committed(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
-        return self._require_kafka("committed").committed(partitions, timeout=-1 if timeout is None else timeout)
-
-    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
-        out = []
-        for p in partitions:
-            state = self._partitions.get((p.topic, p.partition))
-            position = state.position if state is not None and state.position is not None else OFFSET_INVALID
-            out.append(TopicPartition(p.topic, p.partition, position))
-        return out
-
-    def seek(self, partition: TopicPartition) -> None:
-        tp = (partition.topic, partition.partition)
-        state = self._partitions.get(tp)
-        if state is None:
-            raise KafkaException(KafkaError(KafkaError._STATE, f"{tp[0]}-{tp[1]} is not assigned"))
-        offset = partition.offset
-        if offset == OFFSET_BEGINNING:
-            offset = self._earliest(tp)
-        elif offset == OFFSET_END:
-            offset = self._latest(tp)
-        elif offset < 0:
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"cannot seek to offset {offset}"))
-        self._restart(state, offset)
-
-    def pause(self, partitions: list[TopicPartition]) -> None:
-        self._set_paused(partitions, True)
-
-    def resume(self, partitions: list[TopicPartition]) -> None:
-        self._set_paused(partitions, False)
-
-    def _set_paused(self, partitions: list[TopicPartition], paused: bool) -> None:
-        kafka = []
-        for p in partitions:
-            state = self._partitions.get((p.topic, p.partition))
-            if state is None:
-                continue
-            state.paused = paused
-            self._purge_kafka_ready(state.tp)
-            if state.source is Source.KAFKA:
-                kafka.append(TopicPartition(p.topic, p.partition))
-        if kafka and self._inner is not None:
-            (self._inner.pause if paused else self._inner.resume)(kafka)
-            if not paused:  # messages dropped while paused are fetched again from the position
-                for p in kafka:
-                    state = self._partitions[(p.topic, p.partition)]
-                    if state.position is not None:
-                        self._seek_kafka(self._inner, state)
-
-    def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None, cached: bool = False) -> tuple[int, int]:
-        """(low, high): KAFKA_ONLY Kafka's; REMOTE_ONLY remote storage's (high = last + 1); else low
-        is the earliest offset of either tier and high Kafka's high watermark."""
-        tp = (partition.topic, partition.partition)
-        if self._mode is Mode.KAFKA_ONLY:
-            return self._require_kafka("watermarks").get_watermark_offsets(partition, timeout=-1 if timeout is None else timeout, cached=cached)
-        remote = self._extent(tp).remote
-        if self._mode is Mode.REMOTE_ONLY:
-            return (0, 0) if remote is None else (remote.earliest_offset, remote.latest_offset + 1)
-        low, high = self._watermarks(tp, 30 if timeout is None else timeout)
-        return (low if remote is None else min(low, remote.earliest_offset), high)
-
-    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float | None = None) -> list[TopicPartition]:
-        """The first offset whose timestamp is >= each partition's ``offset`` field (ms), over the
-        tiers the mode reads; -1 (OFFSET_END) when there is none, as in Kafka."""
-        kafka_answers: dict[TP, int] = {}
-        if self._mode is not Mode.REMOTE_ONLY:
-            for p in self._require_kafka("offsets_for_times").offsets_for_times(partitions, timeout=-1 if timeout is None else timeout):
-                kafka_answers[(p.topic, p.partition)] = p.offset
-        out = []
-        for p in partitions:
-            tp = (p.topic, p.partition)
-            answers = [kafka_answers[tp]] if tp in kafka_answers and kafka_answers[tp] >= 0 else []
-            if self._mode is not Mode.KAFKA_ONLY and self._gateway is not None and self._extent(tp).remote is not None:
-                remote = self._gateway.offset_for_timestamp(p.topic, p.partition, p.offset)
-                if remote is not None:
-                    answers.append(remote)
-            out.append(TopicPartition(p.topic, p.partition, min(answers) if answers else OFFSET_END))
-        return out
-
-    # -- the rest of Consumer's interface ---------------------------------------------------------------
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        return self._require_kafka("list_topics").list_topics(topic, timeout=timeout)
-
-    def cluster_id(self, timeout: float = -1) -> str | None:
-        return self._require_kafka("cluster_id").cluster_id(timeout)
-
-    def set_sasl_credentials(self, username: str, password: str) -> None:
-        self._require_kafka("set_sasl_credentials").set_sasl_credentials(username, password)
-
-    def memberid(self) -> str | None:
-        return self._require_kafka("memberid").memberid()
-
-    def consumer_group_metadata(self) -> Any:
-        return self._require_kafka("consumer_group_metadata").consumer_group_metadata()
-
     def close(self) -> None:
-        """Commit stored offsets (with enable.auto.commit), leave the group, stop every thread."""
+        """Commit stored offsets (with enable.auto.commit), leave the group, stop every thread.
+        A failed final commit raises KafkaException once all that is done."""
         if self._closed:
             return
+        error: KafkaException | None = None
         try:
             if self._inner is not None and self._auto_commit:
-                self._commit_stored(asynchronous=False)
+                try:
+                    self._commit_stored()
+                except KafkaException as err:
+                    error = err
         finally:
             readers = [s.reader for s in self._partitions.values() if s.reader is not None]
             for state in self._partitions.values():
-                self._stop_remote(state)
+                state.stop_remote()
             try:
                 if self._inner is not None:
                     self._inner.close()  # runs on_revoke, in which the application may still commit
@@ -884,6 +502,7 @@ class TieredConsumer:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 if self._gateway is not None:
                     self._gateway.close()
+        raise_if(error)
 
     def __enter__(self) -> TieredConsumer:
         return self
@@ -901,24 +520,3 @@ class TieredConsumer:
         if self._closed:
             raise RuntimeError("Consumer closed")
 
-
-def _to_messages(topic: str, partition: int, batch: DecodedBatch) -> int:
-    """Replace ``batch.records`` with confluent_kafka Messages; return their approximate size in memory.
-
-    Messages are built with Message's positional constructor (topic, partition, offset, key, value,
-    headers, error, timestamp): 4x cheaper than keywords, which matters at 100k+ records/s. They
-    are only ever returned to the application; this class never hands them back to librdkafka
-    (commit and store_offsets take their topic, partition and offset), which is what the
-    constructor's "testing only" warning is about.
-    """
-    messages = []
-    append = messages.append
-    size = 0
-    for r in batch.records:
-        ts = r.timestamp
-        key, value = r.key, r.value
-        timestamp = _NO_TIMESTAMP if ts is None else (_REMOTE_TS_TYPES.get(r.timestamp_type, TIMESTAMP_CREATE_TIME), ts)
-        append(Message(topic, partition, r.offset, key, value, r.headers or None, None, timestamp))
-        size += MESSAGE_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-    batch.records = messages
-    return size

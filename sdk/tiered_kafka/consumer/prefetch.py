@@ -10,9 +10,24 @@ Memory: every range reserves ``IN_FLIGHT_FACTOR`` times its size in the shared `
 before its GET is issued (the response's chunks, the joined body and the decoded records coexist
 for a moment); after decoding, the reservation becomes the decoded records' size, which is given
 back when the application has taken them. ``tiered.prefetch.max.bytes`` covers the fetch threads
-too: ``THREAD_OVERHEAD`` each is taken off before the rest is shared by the data (``data_budget``). A reader always gets one range
-through, so the budget can be overshot by at most one range per partition; plans are asked in
-pieces of at most a fair share of the budget to keep that small.
+too: ``THREAD_OVERHEAD`` each is taken off before the rest is shared by the data (``data_budget``).
+
+The bound: the bytes reserved never exceed the data budget plus ``OVERDRAFT_BYTES``, whatever the
+number of partitions (one range alone may exceed it only when nothing else is reserved: a record
+batch larger than the overdraft, which must be read whole). How:
+  * plans are asked in pieces of at most half a reader's fair share (the budget divided among
+    the partitions being read), so each reader's ranges fit its share (at least one batch:
+    the gateway always plans a whole batch, as Kafka's fetch does, KIP-74);
+  * a reader holding something reserves only within its fair share and the budget;
+  * a reader holding nothing (which must get one range through, or a partition whose share is
+    smaller than one batch would never progress) may go past the budget, but only within the
+    one shared ``OVERDRAFT_BYTES``: partitions then progress one overdrawn range at a time.
+The decoded records can outgrow their reservation (compressed batches, or records so small that
+``MESSAGE_OVERHEAD``-like per-record costs dominate): the budget learns the largest expansion seen
+(``ByteBudget.factor``, records per fetched byte, plus the fetched bytes themselves) and every
+later range reserves by it, so only ranges reserved before the first such decode can push the
+total past the bound, by their expansion beyond ``IN_FLIGHT_FACTOR``.
+A paused partition keeps the chunks it prefetched, and with them its part of the budget.
 
 The chunks also carry what ends a remote read, for the consumer to act on at the exact offset:
 ``END`` (remote storage ends here; not used when ``tail`` — REMOTE_ONLY waits for new uploads),
@@ -34,10 +49,14 @@ from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange
 from tiered_kafka.remote_read import DecodedBatch, decode_range, fetch_range
 
 log = logging.getLogger(__name__)
-MIN_PLAN_BYTES = 64 * 1024
+#: the smallest plan asked of the gateway (the gateway plans at least one whole batch anyway)
+MIN_PLAN_BYTES = 16 * 1024
 #: a range being fetched and decoded holds its bytes about three times over: the response's
 #: chunks, the joined body, and the decoded records (whose size replaces this after decoding)
 IN_FLIGHT_FACTOR = 3
+#: how far past the budget a reader holding nothing may reserve (one at a time): one range of one
+#: batch up to Kafka's default max.message.bytes (1 MiB), held ``IN_FLIGHT_FACTOR`` times over
+OVERDRAFT_BYTES = IN_FLIGHT_FACTOR * 2**20
 
 
 #: an allowance for what a fetch thread costs whatever the data (its allocator arena, socket and
@@ -59,6 +78,7 @@ class ByteBudget:
         self.used = 0
         self.peak = 0  # the most ever reserved (a measure of the prefetch's memory)
         self.readers = 0
+        self.factor = IN_FLIGHT_FACTOR  # bytes reserved per fetched byte (grows with the data's expansion)
         self._cond = threading.Condition()
 
     def fair_share(self) -> int:
@@ -67,10 +87,11 @@ class ByteBudget:
     def acquire(self, size: int, held_by_reader: Callable[[], int], stop: threading.Event) -> bool:
         """Reserve ``size`` bytes for a reader holding ``held_by_reader()`` (False when ``stop`` is set).
 
-        A reader holding nothing always gets its reservation, so every partition makes progress.
+        Within its fair share and the budget; a reader holding nothing may also use the shared
+        overdraft (the bound in the module docstring), or take any size when nothing is reserved.
         """
         with self._cond:
-            while (held := held_by_reader()) > 0 and (self.used + size > self.limit or held + size > self.fair_share()):
+            while not self._fits(size, held_by_reader()):
                 if stop.is_set():
                     return False
                 self._cond.wait(0.1)
@@ -79,6 +100,17 @@ class ByteBudget:
             self.used += size
             self.peak = max(self.peak, self.used)
             return True
+
+    def _fits(self, size: int, held: int) -> bool:
+        if self.used + size <= self.limit and held + size <= self.fair_share():
+            return True
+        return held == 0 and (self.used + size <= self.limit + OVERDRAFT_BYTES or self.used == 0)
+
+    def learn(self, fetched: int, decoded: int) -> None:
+        """A range of ``fetched`` bytes decoded into records of ``decoded`` bytes: reserve by it."""
+        factor = -(-decoded // max(1, fetched)) + 1  # the records, plus the fetched bytes they coexist with
+        if factor > self.factor:
+            self.factor = factor
 
     def adjust(self, delta: int) -> None:
         with self._cond:
@@ -197,7 +229,7 @@ class RemoteReader:
         try:
             while not self._stop.is_set():
                 try:
-                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * IN_FLIGHT_FACTOR)))
+                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * self._budget.factor)))
                     plan = self._client.plan(self.topic, self.partition, offset, max_bytes)
                     if self._stop.is_set():
                         return
@@ -211,7 +243,7 @@ class RemoteReader:
                 if plan.gap is not None:
                     self._push(Chunk(ChunkKind.GAP, plan.gap.start_offset, gap=plan.gap))
                 for planned in plan.ranges:
-                    reserve = planned.size * IN_FLIGHT_FACTOR
+                    reserve = planned.size * self._budget.factor
                     if not self._budget.acquire(reserve, lambda: self._held, self._stop):
                         return
                     with self._lock:
@@ -248,6 +280,7 @@ class RemoteReader:
         batches = decode_range(data, planned, object_key=object_key)
         del data
         decoded = sum(self._convert(self.topic, self.partition, batch) for batch in batches)
+        self._budget.learn(planned.size, decoded)
         delta = decoded - chunk.reserved  # from the in-flight reservation to what the records hold
         self._budget.adjust(delta)
         with self._lock:

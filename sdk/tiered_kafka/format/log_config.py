@@ -1,6 +1,7 @@
 """Per-topic log configuration, under Kafka's topic config names (Java ``LogConfig``).
 
-Only the settings that shape the files on disk are modelled; defaults are Kafka's.
+Only the settings that shape the files on disk, and the batch size limit an append checks, are
+modelled; defaults are Kafka's.
 
 >>> LogConfig.from_topic_configs({"segment.bytes": "1048576", "retention.ms": "-1"}).segment_bytes
 1048576
@@ -23,6 +24,7 @@ TOPIC_CONFIG_NAMES = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "max.message.bytes": "max_message_bytes",
 }
 
 
@@ -40,6 +42,9 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     retention_bytes: int = -1
     file_delete_delay_ms: int = 60_000
+    #: the largest record batch an append takes (Kafka's topic max.message.bytes, defaulting to the
+    #: broker's message.max.bytes): above it MESSAGE_TOO_LARGE
+    max_message_bytes: int = 1_048_588
 
     def __post_init__(self) -> None:
         minimums = {
@@ -50,6 +55,7 @@ class LogConfig:
             "retention_ms": -1,
             "retention_bytes": -1,
             "file_delete_delay_ms": 0,
+            "max_message_bytes": 0,
         }
         for field, minimum in minimums.items():
             value = getattr(self, field)

@@ -31,6 +31,20 @@ segment that does not qualify, never deleting an empty active segment:
   the first remaining segment's base offset.
 
 The log start offset also moves by ``delete_records`` (the DeleteRecords API).
+
+Batch limits (``UnifiedLog.analyzeAndValidateRecords``, ``UnifiedLog.append``): a producer's batch
+larger than max.message.bytes is refused with MESSAGE_TOO_LARGE, and any append larger than
+segment.bytes with RECORD_LIST_TOO_LARGE (code 18, Java RecordBatchTooLargeException), so no segment ever exceeds segment.bytes.
+
+Transactions (``UnifiedLog``, ``LogSegment.updateTxnIndex``): producer state (``producer_state``)
+validates each append and tracks open transactions; the last stable offset is the first offset of
+the earliest one, else the log end offset. An ABORT marker closing a transaction adds an AbortedTxn
+(producer, first offset, marker offset, LSO after it) to the ``.txnindex`` of the segment receiving
+the marker, created on its first entry. Rolling writes the producer state as ``{base}.snapshot``
+(``producer_snapshot``); a snapshot goes with its segment when retention deletes it. ``open``
+rebuilds the producer state from the newest snapshot and the batches after it, and the active
+segment's ``.txnindex`` from those batches (Kafka's ``LogSegment.recover``); snapshots past the log
+end or below the first segment are deleted (``ProducerStateManager.truncateAndReload``).
 """
 
 from __future__ import annotations
@@ -38,13 +52,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tiered_kafka.errors import FormatError, LogWriteError, OffsetOutOfRangeError
-from tiered_kafka.format import offset_index, time_index
+from tiered_kafka.errors import AppendRefusedError, FormatError, LogWriteError
+from tiered_kafka.format import offset_index, producer_snapshot, time_index, txn_index
 from tiered_kafka.format.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
@@ -53,11 +66,9 @@ from tiered_kafka.format.checkpoints import (
     write_atomically,
 )
 from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.log_reader import LogReads
+from tiered_kafka.format.producer_state import AppendOrigin, ProducerStateManager
 from tiered_kafka.format.record_batch import (
-    LAST_OFFSET_DELTA_OFFSET,
-    LOG_OVERHEAD,
-    LOG_OVERHEAD_STRUCT,
-    MAGIC_OFFSET,
     NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     Codec,
@@ -72,7 +83,6 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 MAX_RELATIVE_OFFSET = 2**31 - 1
-_INT32 = struct.Struct(">i").unpack_from
 
 
 def wall_clock_ms() -> int:
@@ -89,6 +99,9 @@ class AppendInfo:
     base_position: int
     segment_base_offset: int
     size: int
+    #: a producer's retry of a batch already in the log: nothing was written, the offsets are the
+    #: original batch's (Kafka answers a duplicate with them, error NONE)
+    duplicate: bool = False
 
 
 @dataclass(slots=True)
@@ -106,6 +119,7 @@ class _Segment:
     max_timestamp: int = NO_TIMESTAMP
     offset_of_max_timestamp: int = -1
     first_batch_timestamp: int | None = None
+    aborted: list[txn_index.AbortedTxn] = field(default_factory=list)  # its .txnindex entries
 
     @classmethod
     def empty(cls, directory: Path, base_offset: int, created_ms: int) -> _Segment:
@@ -130,7 +144,7 @@ class _Segment:
         return self.next_offset - 1
 
 
-class PartitionLog:
+class PartitionLog(LogReads):
     """The log of one partition in ``{log.dir}/{topic}-{partition}``.
 
     Not thread-safe: one writer per partition, as in the broker. Use ``create`` for a new
@@ -147,6 +161,8 @@ class PartitionLog:
         self._epochs: list[EpochEntry] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
         self._log_file: object | None = None
+        self.producers = ProducerStateManager()
+        self._replay_from = 0  # batches at or past this offset are replayed into the producer state on open
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -181,6 +197,7 @@ class PartitionLog:
             raise LogWriteError(f"{directory} is not a partition directory")
         plog = cls(directory, config or LogConfig(), clock)
         bases: list[int] = []
+        snapshots: list[int] = []
         for path in sorted(directory.iterdir()):
             name = SegmentFileName.try_parse(path.name)
             if name is None:
@@ -191,13 +208,19 @@ class PartitionLog:
                 raise LogWriteError(f"{path}: log cleaner .swap files are not supported by this writer")
             elif name.kind == FileKind.LOG:
                 bases.append(name.base_offset)
+            elif name.kind == FileKind.SNAPSHOT:
+                snapshots.append(name.base_offset)
         if not bases:
             raise LogWriteError(f"{directory} holds no .log segment")
+        plog._load_producer_snapshot([s for s in snapshots if bases[0] <= s <= bases[-1]], bases[0])
         for base in bases[:-1]:
             plog._segments.append(plog._load_rotated(base))
         plog._segments.append(plog._recover_active(bases[-1]))
         first = plog._segments[0].base_offset
         plog._log_start_offset = max(first, log_start_offset if log_start_offset is not None else first)
+        for offset in snapshots:  # stale (past the log end) or orphaned (their segment is gone)
+            if offset > plog.log_end_offset or offset < first:
+                (directory / segment_file_name(offset, FileKind.SNAPSHOT)).unlink(missing_ok=True)
         epoch_file = directory / LEADER_EPOCH_CHECKPOINT
         if epoch_file.exists():
             plog._epochs = parse_leader_epoch_checkpoint(epoch_file.read_text(), str(epoch_file))
@@ -217,17 +240,14 @@ class PartitionLog:
 
     # -- state -----------------------------------------------------------------------------
     @property
-    def _active(self) -> _Segment:
-        return self._segments[-1]
-
-    @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
 
     @property
-    def log_end_offset(self) -> int:
-        """The next offset to be assigned (also the high watermark: this log has one replica)."""
-        return self._active.next_offset
+    def last_stable_offset(self) -> int:
+        """The LSO: first offset of the earliest open transaction, else the log end offset."""
+        first_unstable = self.producers.first_unstable_offset()
+        return self.log_end_offset if first_unstable is None else min(first_unstable, self.log_end_offset)
 
     @property
     def size(self) -> int:
@@ -251,6 +271,7 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        origin: AppendOrigin = AppendOrigin.REPLICATION,
     ) -> AppendInfo:
         """Append the record batches in ``records`` (one produce request's worth, or one batch).
 
@@ -258,12 +279,14 @@ class PartitionLog:
         end offset and ``leader_epoch`` as partitionLeaderEpoch; their bytes are otherwise stored
         as given. Without it (replaying existing segments) each batch keeps its offsets, which
         must lie at or past the log end offset. CRCs are verified first, so a corrupt batch is
-        refused whole and nothing is written.
+        refused whole and nothing is written. ``origin`` selects the producer-state checks
+        (``producer_state.AppendOrigin``); a refused append raises AppendRefusedError.
         """
         data = bytearray(records)
         batches = list(iter_batches(data))
         if not batches:
             raise LogWriteError("nothing to append: no record batch in the data")
+        self._check_sizes(data, batches, origin)
         next_offset = self.log_end_offset
         for batch in batches:
             if assign_offsets:
@@ -274,6 +297,10 @@ class PartitionLog:
                 )
             next_offset = batch.last_offset + 1
 
+        pending = self.producers.prepare(batches, origin)
+        if pending.duplicate is not None:
+            dup = pending.duplicate
+            return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, -1, -1, 0, duplicate=True)
         first_offset, last_offset = batches[0].base_offset, batches[-1].last_offset
         max_timestamp = max(b.max_timestamp for b in batches)
         if self._should_roll(len(data), max_timestamp, last_offset):
@@ -285,7 +312,33 @@ class PartitionLog:
         self._write_batches(segment, data, batches)
         for batch in batches:
             self._maybe_assign_epoch(batch)
+        for completed, lso in self.producers.apply(pending):
+            if completed.is_aborted:
+                self._append_aborted(segment, txn_index.AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
         return AppendInfo(first_offset, last_offset, max_timestamp, base_position, segment.base_offset, len(data))
+
+    def _check_sizes(self, data: bytearray, batches: list[RecordBatch], origin: AppendOrigin) -> None:
+        """Kafka's batch limits: max.message.bytes per producer batch (followers and replays skip it,
+        as Kafka's ``ignoreRecordSize``), segment.bytes for the whole append."""
+        if origin is AppendOrigin.CLIENT:
+            for batch in batches:
+                if batch.size > self.config.max_message_bytes:
+                    raise AppendRefusedError(
+                        "message_too_large",
+                        f"the record batch at base offset {batch.base_offset} is {batch.size} bytes, above "
+                        f"max.message.bytes {self.config.max_message_bytes} of {self.directory.name}",
+                    )
+        if len(data) > self.config.segment_bytes:
+            raise AppendRefusedError(
+                "record_list_too_large",
+                f"an append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} of {self.directory.name}",
+            )
+
+    def _append_aborted(self, segment: _Segment, entry: txn_index.AbortedTxn) -> None:
+        """Kafka's ``TransactionIndex.append``: one more entry in the segment's .txnindex (created lazily)."""
+        segment.aborted.append(entry)
+        with open(segment.path(FileKind.TXNINDEX), "ab") as f:
+            f.write(entry.to_bytes())
 
     def _assign_offset(self, batch: RecordBatch, offset: int, leader_epoch: int | None) -> None:
         if batch.magic >= 2:
@@ -367,7 +420,13 @@ class PartitionLog:
         else:
             self._seal(self._active)
         self._new_segment(base)
+        self._write_producer_snapshot(base)
         return base
+
+    def _write_producer_snapshot(self, offset: int) -> None:
+        """Kafka's ``ProducerStateManager.takeSnapshot`` on roll: the state before ``offset``."""
+        path = self.directory / segment_file_name(offset, FileKind.SNAPSHOT)
+        write_atomically(path, producer_snapshot.serialize(self.producers.snapshot()))
 
     def _new_segment(self, base_offset: int) -> None:
         segment = _Segment.empty(self.directory, base_offset, self.clock())
@@ -402,6 +461,33 @@ class PartitionLog:
             self._log_file = None
 
     # -- loading ---------------------------------------------------------------------------
+    def _load_producer_snapshot(self, offsets: list[int], first_base: int) -> None:
+        """Start the producer state from the newest readable snapshot; a corrupt one is deleted and
+        an older one tried, as Kafka's ``loadFromSnapshot`` does (the log itself is replayed after it)."""
+        self._replay_from = first_base
+        for offset in sorted(offsets, reverse=True):
+            path = self.directory / segment_file_name(offset, FileKind.SNAPSHOT)
+            try:
+                entries = producer_snapshot.parse(path.read_bytes(), name=str(path))
+            except FormatError as err:
+                log.warning("deleting unreadable producer snapshot: %s", err)
+                path.unlink()
+                continue
+            self.producers = ProducerStateManager.from_snapshot(entries)
+            self._replay_from = offset
+            return
+
+    def _replay(self, batches: list[RecordBatch]) -> list[txn_index.AbortedTxn]:
+        """Replay written batches into the producer state; the aborted transactions they complete."""
+        aborted = []
+        for batch in batches:
+            if batch.base_offset < self._replay_from or batch.producer_id < 0:
+                continue
+            for completed, lso in self.producers.apply(self.producers.prepare([batch], AppendOrigin.REPLICATION)):
+                if completed.is_aborted:
+                    aborted.append(txn_index.AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        return aborted
+
     def _load_rotated(self, base: int) -> _Segment:
         segment = _Segment(
             self.directory,
@@ -412,8 +498,13 @@ class PartitionLog:
             next_offset=base,
         )
         data = segment.path(FileKind.LOG).read_bytes()
-        for batch in iter_batches(data, verify_crc=False):
+        batches = list(iter_batches(data, verify_crc=False))
+        for batch in batches:
             self._track(segment, batch)
+        self._replay(batches)
+        txn_path = segment.path(FileKind.TXNINDEX)
+        if txn_path.exists():
+            segment.aborted = txn_index.parse(txn_path.read_bytes(), name=str(txn_path))
         segment.size = len(data)
         return segment
 
@@ -433,6 +524,14 @@ class PartitionLog:
         self._preallocate_indexes(segment)
         if batches:
             self._index_batches(segment, batches)
+        aborted = self._replay(batches)
+        txn_path = segment.path(FileKind.TXNINDEX)
+        if self._replay_from <= base:  # every batch of the segment replayed: rebuild its .txnindex
+            txn_path.unlink(missing_ok=True)
+            for entry in aborted:
+                self._append_aborted(segment, entry)
+        elif txn_path.exists():
+            segment.aborted = txn_index.parse(txn_path.read_bytes(), name=str(txn_path))
         return segment
 
     def _track(self, segment: _Segment, batch: RecordBatch) -> None:
@@ -521,96 +620,6 @@ class PartitionLog:
                 removed += 1
         self._pending_deletes = keep
         return removed
-
-    # -- reading ---------------------------------------------------------------------------
-    def segment_for(self, offset: int) -> _Segment:
-        if not self._log_start_offset <= offset < self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}) of {self.directory}"
-            )
-        return next(s for s in reversed(self._segments) if s.base_offset <= offset)
-
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> tuple[int, bytes]:
-        """Whole batches starting with the one holding ``offset`` (Kafka's ``LocalLog.read``).
-
-        Returns (file position, bytes). With ``min_one_batch`` the first batch is returned even
-        when it is larger than ``max_bytes`` (KIP-74: the first partition of a Fetch response);
-        without it such a read is empty. Batches stop before exceeding ``max_bytes``.
-        Bytes come from the segment file as written, never re-encoded. An offset at the log end
-        gives empty bytes; one outside [log start, log end] raises OffsetOutOfRangeError.
-        """
-        if offset == self.log_end_offset:
-            return self._active.size, b""
-        segment = self.segment_for(offset)
-        with open(segment.path(FileKind.LOG), "rb", buffering=0) as f:
-            fd = f.fileno()
-            start, first_size = self._find_batch(fd, segment, offset)
-            if start is None:  # a gap (replayed or compacted data): the next segment holds it
-                return self._read_next_segment(segment, max_bytes, min_one_batch)
-            if first_size > max_bytes and not min_one_batch:
-                return start, b""
-            data = os.pread(fd, max(first_size, min(max_bytes, segment.size - start)), start)
-        end = 0
-        for batch in iter_batches(data, position=start, verify_crc=False, allow_truncated_tail=True):
-            end = batch.next_position - start
-        return start, data[:end]
-
-    def _find_batch(self, fd: int, segment: _Segment, offset: int) -> tuple[int | None, int]:
-        """(position, size) of the first batch whose last offset is >= ``offset``, scanning the
-        batch headers forward from the index entry at or below it."""
-        position = segment.index.lookup(offset).position
-        while position < segment.size:
-            header = os.pread(fd, LAST_OFFSET_DELTA_OFFSET + 4, position)
-            batch = RecordBatch(memoryview(header), position, header[MAGIC_OFFSET])
-            length = LOG_OVERHEAD_STRUCT.unpack_from(header)[1] + LOG_OVERHEAD
-            last = batch.base_offset + _INT32(header, LAST_OFFSET_DELTA_OFFSET)[0] if batch.magic >= 2 else batch.base_offset
-            if last >= offset:
-                return position, length
-            position += length
-        return None, 0
-
-    def _read_next_segment(self, segment: _Segment, max_bytes: int, min_one_batch: bool) -> tuple[int, bytes]:
-        later = [s for s in self._segments if s.base_offset > segment.base_offset]
-        if not later:
-            return self._active.size, b""
-        return self.read(later[0].base_offset, max_bytes, min_one_batch=min_one_batch)
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp``, or None.
-
-        Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` / ``LogSegment.findOffsetByTimestamp``: the
-        first segment whose max timestamp reaches the target, its time index for a starting
-        offset, its offset index for a position, then a scan of the batches and their records.
-        """
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            start_offset = max(segment.times.lookup(timestamp).offset, self._log_start_offset)
-            position = segment.index.lookup(start_offset).position
-            with open(segment.path(FileKind.LOG), "rb") as f:
-                f.seek(position)
-                data = f.read(segment.size - position)
-            for batch in iter_batches(data, position=position, verify_crc=False):
-                if batch.max_timestamp < timestamp or batch.is_control:
-                    continue
-                for record in batch:
-                    record_ts = -1 if record.timestamp is None else record.timestamp
-                    if record.offset >= self._log_start_offset and record_ts >= timestamp:
-                        return record.offset, record_ts
-        return None
-
-    def max_timestamp(self) -> tuple[int, int]:
-        """(timestamp, offset) of the record with the largest timestamp (ListOffsets MAX_TIMESTAMP,
-        KIP-734), or (-1, -1) for a log without timestamps."""
-        best = max(self._segments, key=lambda s: s.max_timestamp)
-        if best.max_timestamp < 0:
-            return NO_TIMESTAMP, -1
-        return best.max_timestamp, best.offset_of_max_timestamp
-
-    def iter_segment_files(self) -> Iterator[tuple[int, Path]]:
-        """(base offset, .log path) of every live segment, oldest first."""
-        for segment in self._segments:
-            yield segment.base_offset, segment.path(FileKind.LOG)
 
 
 def _largest_timestamp(segment: _Segment) -> int:

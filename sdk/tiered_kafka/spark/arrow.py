@@ -9,8 +9,10 @@ Columns (Spark's ``KafkaRecordToRowConverter``; every field nullable, as there):
 (ms) as microseconds in UTC, which is how Spark's Arrow conversion (``to_arrow_schema(...,
 timezone="UTC")``) types a ``TimestampType`` column; ``timestampType`` is 0 (CreateTime) or
 1 (LogAppendTime), -1 for records without one (magic 0). Control records are skipped, unless the
-internal ``tiered.includeControlRecords`` asks for them: then a boolean ``isControl`` column is
-added and each control record is a row with null key and value (see ``backfill``).
+internal ``tiered.includeControlRecords`` asks for what a read leaves out: then a string column
+``skipped`` is added (null for data rows) and each left-out record is a row with null key, value
+and timestamp: ``control`` for a control record, ``aborted`` and ``undecided`` for records
+read_committed leaves out (see ``reading`` and ``backfill``).
 
 Rows of a batch come from one slice (one Kafka partition), so ``topic`` and ``partition`` are
 constant per batch.
@@ -52,7 +54,7 @@ def spark_ddl(include_headers: bool, include_control_records: bool = False) -> s
     if include_headers:
         ddl += ", headers array<struct<key:string,value:binary>>"
     if include_control_records:
-        ddl += ", isControl boolean"
+        ddl += ", skipped string"
     return ddl
 
 
@@ -61,7 +63,6 @@ def spark_schema(include_headers: bool, include_control_records: bool = False) -
     from pyspark.sql.types import (
         ArrayType,
         BinaryType,
-        BooleanType,
         IntegerType,
         LongType,
         StringType,
@@ -82,7 +83,7 @@ def spark_schema(include_headers: bool, include_control_records: bool = False) -
     if include_headers:
         fields.append(StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))))
     if include_control_records:
-        fields.append(StructField("isControl", BooleanType()))
+        fields.append(StructField("skipped", StringType()))
     return StructType(fields)
 
 
@@ -92,7 +93,7 @@ def arrow_schema(include_headers: bool, include_control_records: bool = False) -
     if include_headers:
         fields.append(pa.field("headers", HEADERS_TYPE))
     if include_control_records:
-        fields.append(pa.field("isControl", pa.bool_()))
+        fields.append(pa.field("skipped", pa.string()))
     return pa.schema(fields)
 
 
@@ -115,7 +116,7 @@ class BatchBuilder:
         self._timestamps: list[int | None] = []
         self._timestamp_types: list[int] = []
         self._headers: list[list[tuple[str, bytes | None]]] = []
-        self._control: list[bool] = []
+        self._skipped: list[str | None] = []
         self.payload_bytes = 0
 
     @property
@@ -125,22 +126,14 @@ class BatchBuilder:
     def add(self, batches: Iterable[DecodedBatch], start: int, end: int) -> None:
         """Append the records with offsets in [start, end); control records only if asked for."""
         keys, values, offsets, timestamps, types = self._keys, self._values, self._offsets, self._timestamps, self._timestamp_types
-        headers, control, with_headers, with_control = self._headers, self._control, self.include_headers, self.include_control_records
+        headers, skipped, with_headers, with_control = self._headers, self._skipped, self.include_headers, self.include_control_records
         added = 0
         for batch in batches:
             if batch.last_offset < start or batch.base_offset >= end:
                 continue
             if batch.control is not None:
                 if with_control:
-                    for offset in range(max(start, batch.base_offset), min(end, batch.last_offset + 1)):
-                        keys.append(None)
-                        values.append(None)
-                        offsets.append(offset)
-                        timestamps.append(None)
-                        types.append(NO_TIMESTAMP_TYPE)
-                        if with_headers:
-                            headers.append([])
-                        control.append(True)
+                    self.add_skipped(batch, start, end, "control")
                 continue
             inside = start <= batch.base_offset and batch.last_offset < end
             for record in batch.records:
@@ -157,9 +150,29 @@ class BatchBuilder:
                 if with_headers:
                     headers.append(record.headers)
                 if with_control:
-                    control.append(False)
+                    skipped.append(None)
                 added += (len(key) if key else 0) + (len(value) if value else 0)
         self.payload_bytes += added
+
+    def add_skipped(self, batch: DecodedBatch, start: int, end: int, reason: str) -> None:
+        """One row per record of ``batch`` in [start, end) that the read leaves out (``tiered.includeControlRecords``):
+        key, value and timestamp null, ``skipped`` = ``reason``. A control batch counts its offsets
+        (its records are not decoded); another batch its records (a compacted batch has holes)."""
+        if not self.include_control_records:
+            return
+        if batch.control is not None or not batch.records:
+            offsets: Iterable[int] = range(max(start, batch.base_offset), min(end, batch.last_offset + 1))
+        else:
+            offsets = [r.offset for r in batch.records if start <= r.offset < end]
+        for offset in offsets:
+            self._keys.append(None)
+            self._values.append(None)
+            self._offsets.append(offset)
+            self._timestamps.append(None)
+            self._timestamp_types.append(NO_TIMESTAMP_TYPE)
+            if self.include_headers:
+                self._headers.append([])
+            self._skipped.append(reason)
 
     def flush(self) -> pa.RecordBatch:
         """The accumulated rows as one record batch (then empty again)."""
@@ -177,7 +190,7 @@ class BatchBuilder:
         if self.include_headers:
             columns.append(pa.array(self._headers, HEADERS_TYPE))
         if self.include_control_records:
-            columns.append(pa.array(self._control, pa.bool_()))
+            columns.append(pa.array(self._skipped, pa.string()))
         batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
         self._reset()
         return batch

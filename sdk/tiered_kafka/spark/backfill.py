@@ -4,7 +4,8 @@
 
     python -m tiered_kafka.spark.backfill --gateway-url http://gw:8080 --cluster prod \\
         --topic orders [--topic payments] --output /data/orders-parquet \\
-        --redis-url redis://registry:6379/0 [--master local[2]] [--token T] [--overwrite]
+        --redis-url redis://registry:6379/0 [--master local[2]] [--token T] [--overwrite] \\
+        [--isolation-level read_committed]
 
 Stages, each printed as it happens:
 
@@ -20,17 +21,26 @@ Stages, each printed as it happens:
    registry in Redis.
 
 The count rule. The registry's ``record_count`` of a segment is the sum of its batches' record
-counts, which includes transaction markers (control records); the data source skips those, as
-Kafka consumers do. So, per partition::
+counts, which includes transaction markers (control records), aborted records and records of
+transactions still open. Rows are the records the read delivers. So, per partition::
 
-    rows in Parquet == sum(record_count of the registered segments inside [E, L + 1))
-                       - control records in those offsets
+    rows in Parquet == R - C - A - U
 
-where the control records are counted during the same read (the data source's internal
-``tiered.includeControlRecords`` option emits them as rows flagged ``isControl``; an
-``Observation`` counts them per partition while the data rows are written, in one pass). A
-segment only partly inside the range (the registry changed since planning) makes the check fail:
-its share cannot be known from the registry. Also checked: every offset written lies in [E, L + 1).
+    R  sum(record_count) of the registered segments inside [E, L + 1)
+    C  control records in those offsets: the registry's ``control_records`` summed over those
+       segments when every one of them knows it (not -1), else the control records counted
+       during the read; when the registry knows it, the read's count must equal it too
+    A  aborted records the read dropped (read_committed; 0 under read_uncommitted), counted
+    U  undecided records the read held back (read_committed: a transaction still open at the
+       end of remote data, and records after it in the same Spark task; ``reading`` module doc)
+
+The read's counts come from the same pass that writes the rows: the data source's internal
+``tiered.includeControlRecords`` option emits each left-out record as a row whose ``skipped``
+column says why (``control``, ``aborted``, ``undecided``); an ``Observation`` counts them per
+partition while the data rows (``skipped`` null) are written. A segment only partly inside the
+range (the registry changed since planning) makes the check fail: its share cannot be known from
+the registry. Also checked: every offset written lies in [E, L + 1). ``--isolation-level``
+(default read_uncommitted, Kafka's default) is the data source's ``kafka.isolation.level``.
 Exit status: 0 when every partition matches, 1 on a mismatch (each one named) or a failed read,
 2 on bad arguments. ``--master local[N]`` (the default ``local[2]``) gets a loopback session
 (``session.local_session``); any other master a plain one, whose executors need
@@ -72,15 +82,23 @@ class PartitionCheck:
     end: int
     rows: int
     registry_records: int
-    control_records: int
+    control_records: int  # counted by the read
     segments: int
     partial_segments: tuple[int, ...] = ()
     min_offset: int | None = None
     max_offset: int | None = None
+    aborted_records: int = 0
+    undecided_records: int = 0
+    registry_control_records: int | None = None  # None when a segment does not know it
+
+    @property
+    def control(self) -> int:
+        """C of the module doc's rule: the registry's count when known, else the read's."""
+        return self.control_records if self.registry_control_records is None else self.registry_control_records
 
     @property
     def expected(self) -> int:
-        return self.registry_records - self.control_records
+        return self.registry_records - self.control - self.aborted_records - self.undecided_records
 
     @property
     def problems(self) -> list[str]:
@@ -90,8 +108,10 @@ class PartitionCheck:
         if self.rows != self.expected:
             out.append(
                 f"wrote {self.rows} rows, the registry counts {self.registry_records} records in {self.segments} segments"
-                f" minus {self.control_records} control records = {self.expected}"
+                f" minus {self.control} control, {self.aborted_records} aborted and {self.undecided_records} undecided records = {self.expected}"
             )
+        if self.registry_control_records is not None and self.registry_control_records != self.control_records:
+            out.append(f"the read met {self.control_records} control records, the registry counts {self.registry_control_records}")
         if self.min_offset is not None and (self.min_offset < self.start or (self.max_offset or 0) >= self.end):
             out.append(f"offsets {self.min_offset}..{self.max_offset} written, outside [{self.start}, {self.end})")
         return out
@@ -132,6 +152,18 @@ def expected_from_registry(segments: Sequence[SegmentEntry], start: int, end: in
     return records, count, tuple(partial)
 
 
+def registry_control_records(segments: Sequence[SegmentEntry], start: int, end: int) -> int | None:
+    """The registry's control records of the segments wholly inside [start, end); None when one does not know (-1)."""
+    total = 0
+    for segment in segments:
+        if segment.last_offset < start or segment.base_offset >= end or segment.base_offset < start or segment.last_offset >= end:
+            continue
+        if segment.control_records < 0:
+            return None
+        total += segment.control_records
+    return total
+
+
 def backfill(
     spark: SparkSession,
     *,
@@ -143,6 +175,7 @@ def backfill(
     token: str | None = None,
     overwrite: bool = False,
     fail_on_data_loss: bool = True,
+    read_committed: bool = False,
     say: Say = print,
 ) -> BackfillResult:
     """Run the three stages of the module doc; returns the checks (the caller decides the exit status)."""
@@ -155,6 +188,7 @@ def backfill(
         "tiered.gateway.url": gateway_url,
         "tiered.cluster": cluster,
         "failOnDataLoss": str(fail_on_data_loss).lower(),
+        "kafka.isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
     if token:
         base_options["tiered.gateway.token"] = token
@@ -184,24 +218,23 @@ def backfill(
     )
     to_read = [r for r in offsets if r.count]
     observation = Observation("tiered-kafka-backfill")
-    control_columns = {
-        (r.topic, r.partition): f"control_{i}" for i, r in enumerate(to_read)
-    }
+    reasons = ("control", "aborted", "undecided")
+    skipped_columns = {(r.topic, r.partition, why): f"{why}_{i}" for i, r in enumerate(to_read) for why in reasons}
     metrics = [
-        F.sum(F.when((F.col("topic") == t) & (F.col("partition") == p) & F.col("isControl"), 1).otherwise(0)).alias(name)
-        for (t, p), name in control_columns.items()
+        F.sum(F.when((F.col("topic") == t) & (F.col("partition") == p) & (F.col("skipped") == why), 1).otherwise(0)).alias(name)
+        for (t, p, why), name in skipped_columns.items()
     ] or [F.count(F.lit(1)).alias("rows_read")]
     data = (
         df.observe(observation, *metrics)
-        .filter(~F.col("isControl"))
-        .drop("isControl")
+        .filter(F.col("skipped").isNull())
+        .drop("skipped")
         .withColumn("date", F.date_from_unix_date(F.floor(F.unix_micros(F.col("timestamp")) / 86_400_000_000).cast("int")))
     )
     say(f"[writing] Parquet to {output} (partitioned by topic, partition, date)")
     with StageProgress(spark, "[writing]", say):
         data.write.mode("overwrite" if overwrite else "errorifexists").partitionBy("topic", "partition", "date").parquet(output)
     observed = observation.get
-    controls = {key: int(observed.get(name) or 0) for key, name in control_columns.items()}
+    skipped = {key: int(observed.get(name) or 0) for key, name in skipped_columns.items()}
 
     # 3. counting
     say("[counting] reading the Parquet back and comparing with the registry")
@@ -211,12 +244,18 @@ def backfill(
         rows, low, high = written.get((r.topic, r.partition), (0, None, None))
         segments = registry.segments(r.topic, r.partition)
         records, n_segments, partial = expected_from_registry(segments, r.start, r.end) if r.count else (0, 0, ())
-        check = PartitionCheck(r.topic, r.partition, r.start, r.end, rows, records, controls.get((r.topic, r.partition), 0), n_segments, partial, low, high)
+        key = (r.topic, r.partition)
+        check = PartitionCheck(
+            r.topic, r.partition, r.start, r.end, rows, records, skipped.get((*key, "control"), 0), n_segments, partial, low, high,
+            aborted_records=skipped.get((*key, "aborted"), 0),
+            undecided_records=skipped.get((*key, "undecided"), 0),
+            registry_control_records=registry_control_records(segments, r.start, r.end) if r.count else None,
+        )
         result.checks.append(check)
         status = "ok" if check.ok else "MISMATCH: " + "; ".join(check.problems)
         say(
             f"[counting]   {r.topic}-{r.partition}: {rows} rows written, registry {records} records in {n_segments} segments"
-            f" - {check.control_records} control = {check.expected}: {status}"
+            f" - {check.control} control - {check.aborted_records} aborted - {check.undecided_records} undecided = {check.expected}: {status}"
         )
     unexpected = sorted(set(written) - {(r.topic, r.partition) for r in offsets})
     for t, p in unexpected:
@@ -308,6 +347,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--token", default=None, help="bearer token for the gateway, when it has auth enabled")
     parser.add_argument("--overwrite", action="store_true", help="replace what is under --output (default: fail if it exists)")
     parser.add_argument(
+        "--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
+        help="Kafka's isolation.level: read_committed leaves out aborted transactions (default read_uncommitted)",
+    )
+    parser.add_argument(
         "--allow-data-loss", action="store_true", help="skip gaps in remote storage with a warning (failOnDataLoss=false) instead of failing"
     )
     return parser.parse_args(argv)
@@ -342,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             token=args.token,
             overwrite=args.overwrite,
             fail_on_data_loss=not args.allow_data_loss,
+            read_committed=args.isolation_level == "read_committed",
             say=lambda line: print(line, flush=True),
         )
     except Exception as err:  # a clear one-line cause, not a JVM stack trace

@@ -38,8 +38,9 @@ Ours (the gateway that plans the reads):
     ``tiered.cluster``       the Kafka cluster's name in the gateway (required)
     ``tiered.gateway.token`` bearer token, when the gateway has auth enabled
     ``tiered.includeControlRecords``  internal (used by the backfill's row-count check): ``true``
-                             emits one row per control record, key/value null, and adds a
-                             boolean column ``isControl``
+                             adds a string column ``skipped`` and emits one row (key/value null)
+                             per record a read leaves out: ``control`` (a marker), ``aborted``
+                             and ``undecided`` (read_committed); data rows have ``skipped`` null
 
 Decisions:
 - The source reads remote storage only: ``earliest`` is the first offset held remotely and
@@ -47,9 +48,10 @@ Decisions:
   A specific ending offset past remote storage's end fails (the data is not remote yet); a
   specific starting offset below remote storage's start is data loss (``failOnDataLoss``).
 - Options of Spark's Kafka source that configure the Kafka consumer (``kafka.*``, e.g.
-  ``kafka.bootstrap.servers``) are accepted and ignored, so a job switches formats unchanged;
-  ``kafka.isolation.level=read_committed`` is refused (aborted transactions are not filtered:
-  records are read as Kafka's default ``read_uncommitted`` does; control records are skipped).
+  ``kafka.bootstrap.servers``) are accepted and ignored, so a job switches formats unchanged,
+  except ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Kafka's) or
+  ``read_committed`` (aborted transactions left out by ``tiered_kafka.transactions``; what a task
+  does at its slice's end is in the ``reading`` module doc). Control records are never rows.
   Streaming-only options are ignored in batch reads, as Spark does. Other unknown options are
   ignored with a warning naming them (a typo would otherwise silently change nothing).
 - An unknown topic or partition (not served by the gateway) is an error, also for ``subscribe``.
@@ -198,6 +200,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     include_control_records: bool = False
+    read_committed: bool = False
     ignored: tuple[str, ...] = field(default=())
 
     def topic_partitions(self, available: Mapping[str, list[int]]) -> list[TopicPartition]:
@@ -258,11 +261,8 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     if unknown:
         log.warning("tiered-kafka: ignoring unknown option(s) %s", ", ".join(unknown))
     isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
-    if isolation != "read_uncommitted":
-        raise OptionError(
-            f"option 'kafka.isolation.level' = {isolation!r} is not supported: the tiered-kafka source reads like "
-            "read_uncommitted (control records skipped, aborted records not filtered)"
-        )
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed' (Kafka's isolation.level), got {isolation!r}")
 
     gateway_url = _required(opts, "tiered.gateway.url")
     if not gateway_url.startswith(("http://", "https://")):
@@ -318,6 +318,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
         include_control_records=_bool(opts, "tiered.includeControlRecords", False),
+        read_committed=isolation == "read_committed",
         ignored=tuple(unknown),
     )
 

@@ -118,6 +118,7 @@ class ReadTask:
     include_headers: bool
     include_control_records: bool
     slices: tuple[Slice, ...]
+    read_committed: bool = False
 
     @property
     def size(self) -> int:
@@ -372,6 +373,7 @@ def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list
                 include_headers=options.include_headers,
                 include_control_records=options.include_control_records,
                 slices=tuple(slices),
+                read_committed=options.read_committed,
             )
         )
     return tasks

@@ -8,6 +8,22 @@ skipped. The next ranges are fetched while one is decoded (``PREFETCH`` in fligh
 waits overlap decoding. A batch of about ``BATCH_ROWS`` rows or ``BATCH_BYTES`` bytes is yielded
 at a time, never mixing two Kafka partitions.
 
+**read_committed** (``kafka.isolation.level``): each slice is decided by the one rule,
+``tiered_kafka.transactions.CommittedFilter``, fed with the slice's batches in offset order
+(aborted records and control records never become rows). Decision for a slice that ends inside
+an open transaction: the task *reads on* for markers only, planning through the gateway from the
+slice's last planned offset (ranges of ``LOOKAHEAD_BYTES``), until every held transaction is
+decided or remote storage ends (a plan past its end), so a slice boundary never changes a fate.
+The executor cannot read ``.txnindex`` objects (the gateway plans ``.log`` ranges only), so
+markers are its only input; they decide exactly what the index would. A transaction still open at
+the end of remote data is undecided: its records and every record of the slice after its first
+one are not rows (the remote analogue of Kafka's last stable offset, as the gateway's records
+endpoint and ``TieredConsumer`` stop there); a warning names them, and with
+``tiered.includeControlRecords`` they are ``undecided`` rows for the backfill's count. A later
+task of the same partition does not see a transaction opened in an earlier one: its records are
+rows when final (non-transactional, or decided by their own markers) — see the
+``transactions`` module doc.
+
 Spark reuses its Python workers across tasks, so each worker process keeps one
 ``GatewayClient`` per (gateway, cluster, token) (:func:`shared_client`): its HTTP connection
 pools and TLS contexts (tens of milliseconds to build) serve every task the process runs.
@@ -15,21 +31,29 @@ pools and TLS contexts (tens of milliseconds to build) serve every task the proc
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 
+from tiered_kafka.errors import OffsetNotRemoteError
+from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.remote_read import decode_range, fetch_range
+from tiered_kafka.remote_read import DecodedBatch, decode_batch, decode_range, fetch_range
 from tiered_kafka.spark.arrow import BatchBuilder
 from tiered_kafka.spark.planning import ReadTask, Slice
+from tiered_kafka.transactions import CommittedFilter, Fate
+
+log = logging.getLogger(__name__)
 
 PREFETCH = 2
 BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024
+LOOKAHEAD_BYTES = 4 * 1024 * 1024
 
 _clients: dict[tuple[str, str, str | None], GatewayClient] = {}
 _clients_lock = threading.Lock()
@@ -62,22 +86,106 @@ def read_task(task: ReadTask, *, client: GatewayClient | None = None) -> Iterato
 
         try:
             builder: BatchBuilder | None = None
+            current: _SliceReader | None = None
             for piece, key, planned in work:
                 top_up()
                 data = pending.popleft().result()
                 top_up()
                 if builder is None or (builder.topic, builder.partition) != (piece.topic, piece.partition):
+                    if current is not None:
+                        current.finish(gateway)
                     if builder is not None and builder.rows:
                         yield builder.flush()
                     builder = BatchBuilder(
                         piece.topic, piece.partition, include_headers=task.include_headers, include_control_records=task.include_control_records
                     )
-                builder.add(decode_range(data, planned, object_key=key), piece.start, piece.end)
+                    current = None
+                if current is None or current.piece is not piece:
+                    if current is not None:
+                        current.finish(gateway)
+                    current = _SliceReader(piece, builder, task.read_committed)
+                current.add(decode_range(data, planned, object_key=key), planned)
                 del data
                 if builder.rows >= BATCH_ROWS or builder.payload_bytes >= BATCH_BYTES:
                     yield builder.flush()
+            if current is not None:
+                current.finish(gateway)
             if builder is not None and builder.rows:
                 yield builder.flush()
         finally:
             for future in pending:
                 future.cancel()
+
+
+class _SliceReader:
+    """One slice's batches into the builder: all of them, or (read_committed) what the rule delivers."""
+
+    def __init__(self, piece: Slice, builder: BatchBuilder, read_committed: bool) -> None:
+        self.piece = piece
+        self.builder = builder
+        self.rule: CommittedFilter[Any] | None = CommittedFilter() if read_committed else None
+        self.next_offset = piece.start
+
+    def add(self, batches: list[DecodedBatch], planned: PlannedRange) -> None:
+        self.next_offset = planned.last_offset + 1
+        if self.rule is None:
+            self.builder.add(batches, self.piece.start, self.piece.end)
+            return
+        end = self.piece.end
+        for batch in batches:
+            if batch.base_offset < end:
+                self._emit(self.rule.push_decisions(batch))
+            else:  # the last range may run past the slice: only its markers matter
+                self.rule.look_ahead(batch)
+
+    def finish(self, gateway: GatewayClient) -> None:
+        """End of the slice: read on for markers while a transaction is open, then drain the rule."""
+        rule = self.rule
+        if rule is None:
+            return
+        piece = self.piece
+        offset = self.next_offset
+        while rule.undecided:
+            try:
+                plan = gateway.plan(piece.topic, piece.partition, offset, LOOKAHEAD_BYTES)
+            except OffsetNotRemoteError as err:
+                if err.past_the_end:
+                    break  # remote storage ends: what is open stays undecided
+                raise
+            for planned in plan.ranges:
+                data = fetch_range(gateway, piece.topic, piece.partition, planned)
+                for batch in iter_batches(data, position=planned.start):
+                    rule.look_ahead(decode_batch(batch, with_records=False))
+                if not rule.undecided:
+                    break
+            if plan.next_offset <= offset:
+                break
+            offset = plan.next_offset
+        self._emit(rule.take_released())
+        undecided = 0
+        first_undecided: int | None = None
+        for batch, fate in rule.drain():
+            if fate is Fate.CONTROL:
+                self.builder.add_skipped(batch, piece.start, piece.end, "control")
+            elif fate is Fate.ABORTED:
+                self.builder.add_skipped(batch, piece.start, piece.end, "aborted")
+            elif batch.last_offset >= piece.start and batch.base_offset < piece.end:  # held behind an open transaction
+                self.builder.add_skipped(batch, piece.start, piece.end, "undecided")
+                undecided += sum(1 for r in batch.records if piece.start <= r.offset < piece.end)
+                first_undecided = max(piece.start, batch.base_offset) if first_undecided is None else first_undecided
+        if undecided:
+            log.warning(
+                "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there is still open in remote storage "
+                "(read_committed; its marker is not uploaded yet)",
+                piece.topic, piece.partition, undecided, first_undecided,
+            )
+
+    def _emit(self, decisions: list[tuple[Any, Fate]]) -> None:
+        piece, builder = self.piece, self.builder
+        for batch, fate in decisions:
+            if fate is Fate.DELIVER:
+                builder.add([batch], piece.start, piece.end)
+            elif fate is Fate.ABORTED:
+                builder.add_skipped(batch, piece.start, piece.end, "aborted")
+            elif fate is Fate.CONTROL:
+                builder.add_skipped(batch, piece.start, piece.end, "control")

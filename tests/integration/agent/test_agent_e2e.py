@@ -35,7 +35,14 @@ def test_rolled_segments_are_uploaded_and_registered(start_dev_broker, redis_ser
                 local = (directory / f"{entry.base_offset:020d}.log").read_bytes()
                 remote = s3_server.client().get_object(Bucket=s3_bucket, Key=entry.object_key)["Body"].read()
                 assert remote == local
-                assert entry.files == ("log", "index", "timeindex")
+                # the broker's snapshot at roll is named by the next segment's base offset (Kafka's
+                # UnifiedLog.roll); it ships with this segment, under this segment's stem
+                snapshot = directory / f"{entry.next_offset:020d}.snapshot"
+                assert snapshot.exists()
+                assert entry.files == ("log", "index", "timeindex", "snapshot")
+                key = agent.keyspace.segment_key("orders", p, entry.base_offset, FileKind.SNAPSHOT)
+                assert s3_server.client().get_object(Bucket=s3_bucket, Key=key)["Body"].read() == snapshot.read_bytes()
+                assert (entry.aborted_txns, entry.control_records) == (0, 0)
                 assert entry.size == len(local)
                 batches = list(iter_batches(local))
                 assert (entry.last_offset, entry.record_count) == (batches[-1].last_offset, sum(b.record_count for b in batches))
@@ -47,6 +54,11 @@ def test_rolled_segments_are_uploaded_and_registered(start_dev_broker, redis_ser
             assert parse_offset_wm(wm) == rotated[-1]
             info = registry.partition_info("orders", p)
             assert (info.earliest_offset, info.latest_offset) == (0, entries[-1].last_offset)
+            assert registry.coverage_start("orders", p).offset == 0
+            coverage_key = agent.keyspace.coverage_start_key("orders", p)
+            assert s3_server.client().get_object(Bucket=s3_bucket, Key=coverage_key)["Body"].read() == (
+                f'{{"observed_ms": {registry.coverage_start("orders", p).observed_ms}, "offset": 0}}'.encode()
+            )
         assert agent.metrics.value("tiered_kafka_agent_segments_uploaded_total", topic="orders") == sum(
             len(rotated_bases(tmp_path / "logs" / f"orders-{p}")) for p in range(2)
         )

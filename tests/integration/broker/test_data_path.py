@@ -137,7 +137,7 @@ def test_retention_renames_to_deleted_then_deletes_after_the_delay(start_dev_bro
     bootstrap = broker.broker.bootstrap_servers
     create_topic(bootstrap, "expiring", 1, **{"segment.bytes": "20000", "retention.ms": "2000", "file.delete.delay.ms": "1500"})
     old = int(time.time() * 1000) - 10_000  # already past retention.ms
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 16_000})  # batches below segment.bytes
     for i in range(60):
         producer.produce("expiring", value=value_for(i), partition=0, timestamp=old)
     producer.flush(10)
@@ -229,7 +229,7 @@ def test_restart_reopens_the_log_dir_and_continues_offsets(start_dev_broker, tmp
     log_dir = tmp_path / "restart-logs"
     first = start_dev_broker(log_dir)
     create_topic(first.broker.bootstrap_servers, "durable", 1, **{"segment.bytes": "30000"})
-    produce(first.broker.bootstrap_servers, "durable", [(0, None, value_for(i)) for i in range(100)])
+    produce(first.broker.bootstrap_servers, "durable", [(0, None, value_for(i)) for i in range(100)], **{"batch.size": 16_000})
     first.stop()
     checkpoint = (log_dir / "recovery-point-offset-checkpoint").read_text()
     assert checkpoint == "0\n1\ndurable 0 100\n"
@@ -237,7 +237,7 @@ def test_restart_reopens_the_log_dir_and_continues_offsets(start_dev_broker, tmp
 
     second = start_dev_broker(log_dir)
     assert second.broker.cluster_id == first.broker.cluster_id
-    produce(second.broker.bootstrap_servers, "durable", [(0, None, value_for(i)) for i in range(100, 150)])
+    produce(second.broker.bootstrap_servers, "durable", [(0, None, value_for(i)) for i in range(100, 150)], **{"batch.size": 16_000})
     consumer = Consumer({"bootstrap.servers": second.broker.bootstrap_servers, "group.id": "r", "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("durable", 0, OFFSET_BEGINNING)])
     messages = consume_all(consumer, 150)

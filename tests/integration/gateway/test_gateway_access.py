@@ -7,11 +7,10 @@ import socket
 import pytest
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
-from tests.support.fixtures import FIXTURES, MANIFEST
-from tests.support.gateway_env import gateway_client, uploaded_partition
+from tests.support.fixtures import FIXTURES
+from tests.support.gateway_env import gateway_client, pinterest_bucket, uploaded_partition
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
 
@@ -27,18 +26,64 @@ def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
     return settings
 
 
-def test_tokens_see_only_their_topics(served, s3_server) -> None:
+TOPIC_PATHS = ["", "/plan?offset=0", "/records?offset=0", "/offsets?timestamp=0"]  # partition, locate, records, offsets-for-timestamp
+UNAUTHENTICATED = {"error": {"code": "unauthorized", "message": "a valid bearer token or X-API-Key is required"}}
+
+
+def test_a_topic_the_token_does_not_cover_is_403_topic_authorization_failed_on_every_topic_path(served, s3_server) -> None:
     client = gateway_client(served, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"], OUTSIDER: ["other-.*"]}})
-    plan = f"/v1/clusters/{served.cluster}/topics/guarded/partitions/0/plan?offset=0"
-    assert client.get(plan).status_code == 401
-    assert client.get(plan, headers={"Authorization": "Bearer wrong-token-wrong-token"}).status_code == 401
-    assert client.get(plan, headers={"Authorization": f"Bearer {READER}"}).status_code == 200
-    assert client.get(plan, headers={"X-API-Key": READER}).status_code == 200
-    denied = client.get(plan, headers={"Authorization": f"Bearer {OUTSIDER}"})
-    assert denied.status_code == 404 and denied.json()["error"]["code"] == "unknown_topic_or_partition"  # as if absent
+    base = f"/v1/clusters/{served.cluster}/topics/guarded/partitions/0"
+    for suffix in TOPIC_PATHS:
+        for headers in ({"Authorization": f"Bearer {READER}"}, {"X-API-Key": READER}):
+            allowed = client.get(base + suffix, headers=headers)
+            assert allowed.status_code == 200, (suffix, allowed.text)
+        denied = client.get(base + suffix, headers={"Authorization": f"Bearer {OUTSIDER}"})
+        assert denied.status_code == 403, (suffix, denied.text)
+        error = denied.json()["error"]
+        assert (error["code"], error["topic"], error["kafka_error_code"]) == ("topic_authorization_failed", "guarded", 29), suffix
+        assert "guarded" in error["message"]
+    # whether or not the topic exists, as Kafka answers TOPIC_AUTHORIZATION_FAILED
+    nowhere = client.get(f"/v1/clusters/{served.cluster}/topics/nowhere/partitions/0", headers={"X-API-Key": OUTSIDER})
+    assert (nowhere.status_code, nowhere.json()["error"]["code"]) == (403, "topic_authorization_failed")
+    # a covered topic that holds nothing is the only 404
+    absent = client.get(f"/v1/clusters/{served.cluster}/topics/guardian/partitions/0", headers={"X-API-Key": READER})
+    assert (absent.status_code, absent.json()["error"]["code"]) == (404, "unknown_topic_or_partition")
+    # listings are filtered to what the caller may read (not an answer about one topic)
     listing = client.get(f"/v1/clusters/{served.cluster}/topics", headers={"X-API-Key": OUTSIDER}).json()
-    assert listing["topics"] == []
+    assert listing["topics"] == [] and listing["complete"] is True
     assert [t["name"] for t in client.get(f"/v1/clusters/{served.cluster}/topics", headers={"X-API-Key": READER}).json()["topics"]] == ["guarded"]
+
+
+def test_without_a_valid_token_every_path_answers_the_same_401(served, s3_server) -> None:
+    """Unauthenticated probing cannot tell an existing cluster, topic or route from others."""
+    client = gateway_client(served, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"]}})
+    cluster = served.cluster
+    paths = [
+        "/v1/clusters",
+        f"/v1/clusters/{cluster}/topics",
+        "/v1/clusters/no-such-cluster/topics",
+        f"/v1/clusters/{cluster}/topics/guarded/partitions/0",
+        "/v1/clusters/no-such-cluster/topics/guarded/partitions/0",
+        f"/v1/clusters/{cluster}/topics/guarded/partitions/0/plan?offset=0",
+        "/v1/clusters/no-such-cluster/topics/guarded/partitions/0/plan?offset=0",
+        f"/v1/clusters/{cluster}/topics/bad$name/partitions/x/plan?offset=-1",  # would be a 422
+        "/v1/no-such-route",
+        "/no-such-route",
+        "/metrics",
+    ]
+    answers = {}
+    for path in paths:
+        for headers in ({}, {"Authorization": "Bearer wrong-token-wrong-token"}, {"X-API-Key": "wrong"}, {"Authorization": f"Basic {READER}"}):
+            response = client.get(path, headers=headers)
+            answers[(path, str(headers))] = (response.status_code, response.json(), response.headers.get("www-authenticate"))
+    answers[("POST plan", "")] = (lambda r: (r.status_code, r.json(), r.headers.get("www-authenticate")))(client.post(paths[5]))  # would be a 405
+    assert set(map(str, answers.values())) == {str((401, UNAUTHENTICATED, "Bearer"))}, answers
+    # the probes answer without a token, and /readyz names no cluster to an unauthenticated caller
+    assert client.get("/healthz").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ok", "clusters": {}}
+    assert list(client.get("/readyz", headers={"X-API-Key": READER}).json()["clusters"]) == [cluster]
+    assert client.get("/metrics", headers={"X-API-Key": READER}).status_code == 200
 
 
 def test_a_plan_for_an_offset_in_a_gap_starts_after_it(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
@@ -57,24 +102,21 @@ def test_a_plan_for_an_offset_in_a_gap_starts_after_it(start_dev_broker, tmp_pat
     plan = client.get(f"/v1/clusters/{settings.cluster}/topics/holey/partitions/0/plan", params={"offset": rotated[2] + 1}).json()
     assert plan["gap"]["start_offset"] == rotated[2] and plan["gap"]["end_offset"] == rotated[3] - 1
     assert plan["segment"]["base_offset"] == rotated[3] and plan["ranges"][0]["first_offset"] == rotated[3]
+    # the partition endpoint reports the recorded gap, with its reason
+    detail = client.get(f"/v1/clusters/{settings.cluster}/topics/holey/partitions/0").json()
+    assert [(g["start_offset"], g["end_offset"]) for g in detail["gaps"]] == [(rotated[2], rotated[3] - 1)]
+    assert detail["gaps"][0]["reason"].startswith("deleted before upload")
 
 
 def test_a_bucket_in_pinterests_layout_is_served_without_a_registry(redis_server, s3_server, s3_bucket) -> None:
     """Segments uploaded by Pinterest's uploader: only the keyspace and the Kafka files, no registry."""
     cluster = "pinterestCluster"
-    keyspace = Keyspace("custom-prefix", cluster, 5)
-    client_s3 = s3_server.client()
-    logs = sorted(MANIFEST["test_topic_a-0"])[:4]
-    for name in logs:
-        base = int(name[:20])
-        for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
-            body = (FIXTURES / "test_topic_a-0" / f"{name[:20]}.{kind.value}").read_bytes()
-            client_s3.put_object(Bucket=s3_bucket, Key=keyspace.segment_key("test_topic_a", 0, base, kind), Body=body)
+    last = pinterest_bucket(s3_server, s3_bucket, Keyspace("custom-prefix", cluster, 5), "test_topic_a")
     settings = agent_settings(FIXTURES, redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "custom-prefix", "entropy_bits": 5})
     client = gateway_client(settings, s3_server)
+    client_s3 = s3_server.client()
     base_url = f"/v1/clusters/{cluster}/topics/test_topic_a/partitions/0"
     detail = client.get(base_url).json()
-    last = MANIFEST["test_topic_a-0"][logs[-1]]["last_offset"]
     assert detail["remote"]["earliest_offset"] == 0 and detail["remote"]["latest_offset"] == last
     for offset in (0, 361, 362, 700, last):
         plan = client.get(f"{base_url}/plan", params={"offset": offset, "max_bytes": 20_000}).json()

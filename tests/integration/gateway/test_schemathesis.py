@@ -8,8 +8,8 @@ Every operation of the description the app serves is fuzzed twice (bounded, dera
 - pinned: valid data with the path pinned to the uploaded partition (and to unknown partitions
   of it), so plans, partition details and timestamp lookups run over real segments.
 
-Checked on every response: no 5xx (with Redis and S3 up, even a 503 is a bug: unexpected
-exceptions are answered 503 by the gateway's catch-all handler), a documented status code, a
+Checked on every response: no 5xx (with Redis and S3 up, a 5xx is a bug: an unexpected
+exception is answered 500 internal_error by the gateway), a documented status code, a
 documented content type, a body that conforms to the response schema; invalid input is
 rejected with a 4xx.
 """

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from tests.integration.spark.conftest import EVENTS, EVENTS_COUNT, EVENTS_PARTITIONS, GAPPY, GAPPY_COUNT, read_options, records_on_disk
 from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, gateway_server
-from tests.support.transactions import UNCOMMITTED_OFFSETS, uploaded_transactional_log
+from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.errors import PresignedUrlError
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.gateway_client import GatewayClient
@@ -262,3 +262,22 @@ def test_control_records_skipped_and_headers(spark: Any, tmp_path: Path, redis_s
     assert [r.offset for r in rows] == UNCOMMITTED_OFFSETS
     assert rows[0].key == b"plain-k0" and rows[0].value == b"plain-v0" and [(h.key, h.value) for h in rows[0].headers] == [("h", b"plain0")]
     assert rows[2].key == b"p7-k0" and rows[2].headers == []
+
+
+def test_read_committed_leaves_out_aborted_and_open_transactions(spark: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
+    """kafka.isolation.level=read_committed: p8, p9 (marker in the next segment), p10 aborted, p11 open at the end of remote data."""
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
+    with gateway_server(settings, s3_server) as url:
+        base = {"tiered.gateway.url": url, "tiered.cluster": settings.cluster, "subscribe": "txn", "kafka.isolation.level": "read_committed"}
+        for min_partitions in ("1", "3"):  # one task, or one per segment: segment 0's task reads on for p9's marker
+            frame = spark.read.format("tiered-kafka").options(**base, minPartitions=min_partitions).load()
+            assert frame.rdd.getNumPartitions() == (1 if min_partitions == "1" else 2)
+            rows = frame.orderBy("offset").collect()
+            assert [r.offset for r in rows] == COMMITTED_OFFSETS, min_partitions
+            assert [r.value for r in rows][:6] == [b"plain-v0", b"plain-v1", b"p7-v0", b"p7-v1", b"p7-v2", b"p7b-v0"]
+        # an ending offset inside p9's aborted transaction: its fate comes from past the read's end
+        ending = '{"txn":{"0":12}}'
+        rows = spark.read.format("tiered-kafka").options(**base, endingOffsets=ending).load().orderBy("offset").collect()
+        assert [r.offset for r in rows] == [0, 1, 2, 3, 4, 8]
+        uncommitted = spark.read.format("tiered-kafka").options(**{**base, "kafka.isolation.level": "read_uncommitted"}).load()
+        assert sorted(r.offset for r in uncommitted.collect()) == UNCOMMITTED_OFFSETS

@@ -83,3 +83,10 @@ def test_secrets_are_masked_when_logged(tmp_path: Path) -> None:
     settings = load_settings(_write(tmp_path, MINIMAL + "s3.secret_access_key=hunter2\n"))
     assert "hunter2" not in str(settings.redacted())
     assert settings.s3.secret_access_key.get_secret_value() == "hunter2"
+
+
+def test_the_redis_password_is_masked_when_logged(tmp_path: Path) -> None:
+    settings = load_settings(_write(tmp_path, MINIMAL), redis={"url": "redis://default:hunter2@redis.example:6379/0"})
+    assert "hunter2" not in str(settings.redacted())
+    assert settings.redacted()["redis"]["url"] == "redis://default:***@redis.example:6379/0"
+    assert settings.redis.url.endswith("hunter2@redis.example:6379/0")  # the agent still connects with it

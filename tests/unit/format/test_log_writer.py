@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import pytest
 
 from tests.support.batches import build_legacy, build_v2, sample_records
-from tiered_kafka.errors import ConfigError, CorruptRecordError, LogWriteError, OffsetOutOfRangeError
+from tiered_kafka.errors import AppendRefusedError, ConfigError, CorruptRecordError, LogWriteError, OffsetOutOfRangeError
 from tiered_kafka.format.checkpoints import EpochEntry, parse_leader_epoch_checkpoint
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
 from tiered_kafka.format.offset_index import OffsetIndex
-from tiered_kafka.format.record_batch import Codec, iter_batches, iter_records
+from tiered_kafka.format.producer_state import AppendOrigin
+from tiered_kafka.format import producer_snapshot, txn_marker
+from tiered_kafka.format.record_batch import Codec, ControlRecordType, iter_batches, iter_records
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName
 from tiered_kafka.format.time_index import TimeIndex
+from tiered_kafka.format.txn_index import AbortedTxn
 
 T0 = 1_700_000_000_000
 
@@ -269,13 +273,26 @@ def test_read_after_reopen_and_across_a_gap(tmp_path: Path) -> None:
         reopened.read(106, 100)
 
 
-def test_a_batch_larger_than_segment_bytes_gets_its_own_segment(tmp_path: Path) -> None:
+def test_an_append_larger_than_segment_bytes_is_refused_as_record_batch_too_large(tmp_path: Path) -> None:
     big = _batch(20, value_size=500)
     plog = PartitionLog.create(tmp_path / "t-0", LogConfig(segment_bytes=len(big) // 2, retention_ms=-1), clock=FakeClock())
-    plog.append(big)  # the empty first segment is replaced, not duplicated
-    plog.append(big)
-    assert plog.segment_base_offsets() == [0, 20]
-    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000000.log", "00000000000000000020.log"]
+    with pytest.raises(AppendRefusedError, match="exceeds segment.bytes") as refused:
+        plog.append(big)
+    assert refused.value.kafka_error == "record_list_too_large"
+    assert plog.log_end_offset == 0 and plog.segment_base_offsets() == [0]
+    assert (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size == 0
+
+
+def test_a_producer_batch_above_max_message_bytes_is_refused_as_message_too_large(tmp_path: Path) -> None:
+    big = _batch(20, value_size=500)
+    config = LogConfig(max_message_bytes=len(big) - 1, retention_ms=-1)
+    plog = PartitionLog.create(tmp_path / "t-0", config, clock=FakeClock())
+    with pytest.raises(AppendRefusedError, match="max.message.bytes") as refused:
+        plog.append(big, origin=AppendOrigin.CLIENT)
+    assert refused.value.kafka_error == "message_too_large"
+    assert plog.log_end_offset == 0
+    # a replay (Kafka's follower path) is not held to max.message.bytes, only to segment.bytes
+    assert plog.append(big).last_offset == 19
 
 
 def test_offset_for_timestamp_zero(tmp_path: Path) -> None:
@@ -285,3 +302,66 @@ def test_offset_for_timestamp_zero(tmp_path: Path) -> None:
     plog.append(build_v2([Rec(b"a", b"1", 0), Rec(b"b", b"2", 5)]))
     assert plog.offset_for_timestamp(0) == (0, 0)
     assert plog.offset_for_timestamp(1) == (1, 5)
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+def _txn(producer_id: int, n: int) -> bytes:
+    return build_v2(sample_records(n, start_ts=T0), producer_id=producer_id, transactional=True)
+
+
+def _end(producer_id: int, kind: ControlRecordType) -> bytes:
+    return txn_marker.build(kind, producer_id=producer_id, producer_epoch=0, coordinator_epoch=0, timestamp=T0)
+
+
+def test_aborts_fill_the_txnindex_of_the_marker_segment_and_reopen_rebuilds_the_active_one(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1), clock=FakeClock())
+    plog.append(_batch(2))  # 0-1
+    plog.append(_txn(7, 2))  # 2-3, open
+    plog.append(_txn(8, 2))  # 4-5
+    assert plog.last_stable_offset == 2
+    plog.append(_end(8, ControlRecordType.ABORT))  # 6: p7 still open, so the LSO recorded is 2
+    assert (directory / "00000000000000000000.txnindex").read_bytes() == struct.pack(">hqqqq", 0, 8, 4, 6, 2)
+    assert plog.read(0, 1 << 20, max_offset=plog.last_stable_offset)[1] == plog.read(0, 1 << 20)[1][: len(_batch(2))]
+    assert plog.roll() == 7
+    [p7, p8] = sorted(producer_snapshot.parse((directory / "00000000000000000007.snapshot").read_bytes()), key=lambda e: e.producer_id)
+    assert (p7.producer_id, p7.current_txn_first_offset, p7.last_offset) == (7, 2, 3)
+    assert (p8.producer_id, p8.current_txn_first_offset, p8.last_offset) == (8, -1, 5)
+    plog.append(_end(7, ControlRecordType.COMMIT))  # 7: committed, not indexed
+    plog.append(_txn(9, 1))  # 8
+    plog.append(_end(9, ControlRecordType.ABORT))  # 9: nothing else open: LSO 10
+    plog.append(_txn(10, 1))  # 10, left open
+    assert plog.last_stable_offset == 10 and plog.log_end_offset == 11
+    active_index = directory / "00000000000000000007.txnindex"
+    assert active_index.read_bytes() == struct.pack(">hqqqq", 0, 9, 8, 9, 10)
+    assert plog.aborted_transactions(0, 11) == [AbortedTxn(8, 4, 6, 2), AbortedTxn(9, 8, 9, 10)]
+    assert plog.aborted_transactions(7, 11) == [AbortedTxn(9, 8, 9, 10)]
+    plog.close()
+
+    active_index.write_bytes(b"junk")  # recovery rebuilds the active segment's index from its batches
+    reopened = PartitionLog.open(directory, LogConfig(retention_ms=-1), clock=FakeClock())
+    assert active_index.read_bytes() == struct.pack(">hqqqq", 0, 9, 8, 9, 10)
+    assert reopened.last_stable_offset == 10
+    assert reopened.aborted_transactions(0, 11) == [AbortedTxn(8, 4, 6, 2), AbortedTxn(9, 8, 9, 10)]
+    reopened.append(_end(10, ControlRecordType.COMMIT))
+    assert reopened.last_stable_offset == reopened.log_end_offset == 12
+
+
+def test_snapshots_go_with_their_segment_and_stale_ones_are_dropped_on_open(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    clock = FakeClock()
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1, file_delete_delay_ms=0), clock=clock)
+    for _ in range(3):
+        plog.append(_txn(7, 2))
+        plog.append(_end(7, ControlRecordType.COMMIT))
+        plog.roll()
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{o:020d}.snapshot" for o in (3, 6, 9)]
+    plog.delete_records(6)
+    assert plog.apply_retention() == [0, 3]
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{o:020d}.snapshot" for o in (6, 9)]
+    plog.close()
+    (directory / f"{50:020d}.snapshot").write_bytes(producer_snapshot.serialize([]))  # past the log end
+    PartitionLog.open(directory, LogConfig(retention_ms=-1), log_start_offset=6, clock=clock).close()
+    assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{o:020d}.snapshot" for o in (6, 9)]

@@ -22,7 +22,7 @@ def test_arrow_schema_is_what_spark_expects_for_the_kafka_schema() -> None:
             assert to_arrow_schema(spark_schema(headers, control), timezone="UTC").equals(arrow_schema(headers, control))
     assert spark_schema(False).simpleString() == "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,timestampType:int>"
     assert spark_schema(True).fieldNames()[-1] == "headers"
-    assert spark_ddl(True, True).endswith("headers array<struct<key:string,value:binary>>, isControl boolean")
+    assert spark_ddl(True, True).endswith("headers array<struct<key:string,value:binary>>, skipped string")
 
 
 def segment() -> tuple[bytes, PlannedRange]:
@@ -65,8 +65,12 @@ def test_control_records_as_rows_when_asked() -> None:
     batch = builder.flush()
     assert "headers" not in batch.schema.names
     assert batch.column("offset").to_pylist() == [3, 4, 5, 6, 7]
-    assert batch.column("isControl").to_pylist() == [False, True, False, False, False]
+    assert batch.column("skipped").to_pylist() == [None, "control", None, None, None]
     assert batch.column("key").to_pylist()[1] is None and batch.column("timestamp").to_pylist()[1] is None
+    builder.add_skipped(decode_range(data, planned, object_key="k")[0], 0, 2, "aborted")
+    skipped = builder.flush()
+    assert skipped.column("offset").to_pylist() == [0, 1] and skipped.column("skipped").to_pylist() == ["aborted", "aborted"]
+    assert skipped.column("value").to_pylist() == [None, None]
 
 
 def test_an_empty_flush_has_the_schema() -> None:

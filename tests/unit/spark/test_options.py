@@ -57,7 +57,8 @@ def test_every_option() -> None:
     assert options.starting == SpecificOffsets({("a", 0): 5, ("a", 1): -2, ("b", 2): 7}, "startingOffsets")
     assert options.ending == SpecificOffsets({("a", 0): -1, ("a", 1): 9, ("b", 2): 8}, "endingOffsets")
     assert options.min_partitions == 12 and options.max_bytes_per_partition == 64 * 1024 * 1024
-    assert not options.fail_on_data_loss and options.include_headers
+    assert not options.fail_on_data_loss and options.include_headers and not options.read_committed
+    assert parse(subscribe="a", **{"kafka.isolation.level": "READ_COMMITTED"}).read_committed  # type: ignore[attr-defined]
 
 
 def test_timestamp_precedence_as_in_spark() -> None:
@@ -100,7 +101,7 @@ def test_timestamp_precedence_as_in_spark() -> None:
         ({"subscribe": "a", "maxBytesPerPartition": "-1"}, "option 'maxBytesPerPartition' must be a positive byte count"),
         ({"subscribe": "a", "failOnDataLoss": "yes"}, "option 'failOnDataLoss' must be 'true' or 'false'"),
         ({"subscribe": "a", "includeHeaders": "1"}, "option 'includeHeaders' must be 'true' or 'false'"),
-        ({"subscribe": "a", "kafka.isolation.level": "read_committed"}, "option 'kafka.isolation.level' = 'read_committed' is not supported"),
+        ({"subscribe": "a", "kafka.isolation.level": "serializable"}, "option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed'"),
         ({"subscribe": "a", "tiered.cluster": ""}, "option 'tiered.cluster' is required"),
         ({"subscribe": "a", "tiered.gateway.url": "gw:8080"}, "option 'tiered.gateway.url' must start with http://"),
         ({"assign": '{"a":[0,1]}', "startingOffsets": '{"a":{"0":5}}'}, "option 'startingOffsets' must name every assigned partition and only those"),

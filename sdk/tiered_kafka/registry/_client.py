@@ -1,0 +1,455 @@
+"""The :class:`Registry` client: the operations over a redis-py compatible client."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Union
+
+from tiered_kafka.errors import InvalidSegmentNameError, TieredKafkaError
+from tiered_kafka.format.segment_names import parse_partition_dir_name, partition_dir_name
+from tiered_kafka.registry import _scripts
+from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry, _gap_details, _parse_gap
+from tiered_kafka.registry._errors import (
+    MalformedRegistryDataError,
+    RegistryConflictError,
+    RegistryError,
+    RegistryUnavailableError,
+    RegistryValueError,
+    SegmentOverlapError,
+)
+from tiered_kafka.registry._layout import (
+    DEFAULT_NAMESPACE,
+    PartitionKeys,
+    _check_names,
+    _check_offset,
+    _check_topic_partition,
+    _decode_mapping,
+    _int_field,
+    _text,
+    cluster_partitions_key,
+    gap_member,
+    parse_gap_member,
+    parse_segment_member,
+    partition_keys,
+)
+
+if TYPE_CHECKING:  # the SDK does not depend on redis; only type checkers look here
+    import redis
+
+    RedisClient = Union[redis.Redis, redis.RedisCluster]
+else:
+    RedisClient = Any
+
+_READ_ATTEMPTS: Final = 3
+
+# -- errors from the client -----------------------------------------------------------------------
+
+
+def _redis_exceptions() -> Any:
+    try:
+        import redis.exceptions
+    except ImportError:  # a compatible client without redis-py: leave its errors alone
+        return None
+    return redis.exceptions
+
+
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Turn redis-py's errors into registry errors (retriable ones into RegistryUnavailableError)."""
+    try:
+        yield
+    except TieredKafkaError:
+        raise
+    except Exception as err:
+        rx = _redis_exceptions()
+        if rx is None or not isinstance(err, rx.RedisError):
+            raise
+        transient = (rx.ConnectionError, rx.TimeoutError, rx.ClusterError, rx.TryAgainError, rx.ReadOnlyError)
+        if isinstance(err, transient):
+            raise RegistryUnavailableError(f"{what}: Redis unavailable: {err}") from err
+        raise RegistryError(f"{what}: Redis error: {err}") from err
+
+
+# -- the registry ---------------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Registry:
+    """The offset-range registry of one Kafka cluster, over a redis-py compatible client.
+
+    ``client`` is a ``redis.Redis`` or ``redis.RedisCluster`` (or anything with the same command
+    methods, ``register_script`` and ``pipeline``); ``decode_responses`` may be on or off.
+    ``clock`` gives the milliseconds written as ``updated_ms`` and ``detected_ms``.
+    Thread-safe as far as the client is (redis-py clients are).
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        cluster: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        _check_names(cluster, namespace)
+        self.client = client
+        self.cluster = cluster
+        self.namespace = namespace
+        self._clock = clock
+        self._register = client.register_script(_scripts._REGISTER_LUA)
+        self._delete = client.register_script(_scripts._DELETE_LUA)
+        self._gap = client.register_script(_scripts._GAP_LUA)
+        self._clear = client.register_script(_scripts._CLEAR_LUA)
+        self._coverage_start = client.register_script(_scripts._COVERAGE_START_LUA)
+        self._raise = client.register_script(_scripts._RAISE_LUA)
+
+    def __repr__(self) -> str:
+        return f"Registry(cluster={self.cluster!r}, namespace={self.namespace!r})"
+
+    # -- keys --------------------------------------------------------------------------------------
+    def keys(self, topic: str, partition: int) -> PartitionKeys:
+        return partition_keys(self.cluster, topic, partition, self.namespace)
+
+    @property
+    def partitions_key(self) -> str:
+        return cluster_partitions_key(self.cluster, self.namespace)
+
+    # -- writes ------------------------------------------------------------------------------------
+    def register(self, entry: SegmentEntry) -> bool:
+        """Register ``entry``: True if added, False if this very segment was registered already.
+
+        Raises :class:`RegistryConflictError` (same base offset, other last offset, checksum or
+        size) or :class:`SegmentOverlapError` (range overlaps another segment). Afterwards, also
+        after a no-op, the partition is added to the cluster's partition set.
+        """
+        keys = self.keys(entry.topic, entry.partition)
+        flat = [part for item in entry.to_fields().items() for part in item]
+        args = [
+            entry.member,
+            str(entry.base_offset),
+            str(entry.last_offset),
+            str(entry.size),
+            entry.checksum,
+            str(self._clock()),
+            str(entry.last_offset + 1),
+            *flat,
+        ]
+        what = f"register {entry.topic}-{entry.partition} segment {entry.base_offset}"
+        with _translated(what):
+            reply = self._register(keys=[keys.segments, keys.segment(entry.base_offset), keys.info, keys.coverage], args=args)
+        status = _text(reply[0])
+        if status == "overlap":
+            other = parse_segment_member(reply[1], key=keys.segments)
+            raise SegmentOverlapError(entry.topic, entry.partition, (entry.base_offset, entry.last_offset), other)
+        if status == "conflict":
+            existing_range = parse_segment_member(reply[1], key=keys.segments)
+            try:
+                existing: SegmentEntry | None = SegmentEntry.from_fields(
+                    entry.topic, entry.partition, reply[2:], key=keys.segment(entry.base_offset)
+                )
+            except MalformedRegistryDataError:
+                existing = None
+            raise RegistryConflictError(entry, existing, existing_range)
+        if status not in ("registered", "noop"):
+            raise MalformedRegistryDataError(f"unexpected reply {reply!r} from the register script", key=keys.segments)
+        self.ensure_listed(entry.topic, entry.partition)
+        return status == "registered"
+
+    def ensure_listed(self, topic: str, partition: int) -> None:
+        """Add the partition to the cluster's partition set (SADD; idempotent)."""
+        name = _check_topic_partition(topic, partition)
+        with _translated(f"list {name}"):
+            self.client.sadd(self.partitions_key, name)
+
+    def record_gap(self, topic: str, partition: int, start: int, end: int, reason: str, *, detected_ms: int | None = None) -> bool:
+        """Record offsets [start, end] as missing remotely for good; False if that range was recorded already."""
+        keys = self.keys(topic, partition)
+        _check_offset("gap start", start)
+        _check_offset("gap end", end)
+        if end < start:
+            raise RegistryValueError(f"gap end {end} is below its start {start}")
+        if not isinstance(reason, str) or not reason:
+            raise RegistryValueError(f"gap reason must be a non-empty str, got {reason!r}")
+        detected = self._clock() if detected_ms is None else detected_ms
+        member = gap_member(start, end)
+        with _translated(f"record gap {start}..{end} of {topic}-{partition}"):
+            added = self._gap(
+                keys=[keys.gaps, keys.gap_details, keys.coverage], args=[member, str(start), _gap_details(reason, detected), str(end + 1)]
+            )
+        self.ensure_listed(topic, partition)
+        return bool(int(added))
+
+    def delete_segment(self, topic: str, partition: int, base_offset: int) -> SegmentEntry | None:
+        """Remove the segment with this base offset; returns what was removed, or None if nothing was.
+
+        The partition hash is recomputed (see the module doc for an emptied partition) and gaps that
+        retention has moved past are forgotten. Deleting the oldest segment (what remote retention
+        does) raises the coverage's ``expired_until`` to the new earliest offset.
+        """
+        keys = self.keys(topic, partition)
+        what = f"delete {topic}-{partition} segment {base_offset}"
+        with _translated(what):
+            reply = self._delete(
+                keys=[keys.segments, keys.segment(base_offset), keys.info, keys.gaps, keys.gap_details, keys.coverage],
+                args=[str(base_offset), str(self._clock())],
+            )
+        if not reply:
+            return None
+        if len(reply) == 1:  # the member had no hash (never written by this module): removed all the same
+            return None
+        return SegmentEntry.from_fields(topic, partition, reply[1:], key=keys.segment(base_offset))
+
+    def set_coverage_start(self, topic: str, partition: int, offset: int, *, observed_ms: int | None = None) -> CoverageStart:
+        """Record where coverage of the partition begins, unless a start is recorded already.
+
+        Atomic: of concurrent callers, the first wins and every caller gets the stored start back
+        (compare it with ``offset`` to know whether this call set it). The partition is then
+        listed (:meth:`ensure_listed`), so a partition with only a coverage start is known.
+        """
+        keys = self.keys(topic, partition)
+        start = CoverageStart(offset, self._clock() if observed_ms is None else observed_ms)
+        with _translated(f"set coverage start of {topic}-{partition}"):
+            reply = self._coverage_start(keys=[keys.coverage], args=[str(start.offset), str(start.observed_ms)])
+        stored = _coverage_start_from(reply, keys.coverage)
+        self.ensure_listed(topic, partition)
+        return stored
+
+    def record_expired(self, topic: str, partition: int, until: int) -> None:
+        """Record that offsets below ``until`` were deleted by remote retention (monotonic).
+
+        :meth:`delete_segment` does this by itself; rebuild uses it to restore the mark."""
+        keys = self.keys(topic, partition)
+        _check_offset("expired_until", until)
+        with _translated(f"record expiry of {topic}-{partition}"):
+            self._raise(keys=[keys.coverage], args=["expired_until", str(until)])
+
+    def clear_partition(self, topic: str, partition: int) -> int:
+        """Delete every key of the partition (segments, info, gaps, coverage); returns how many segments there were.
+
+        Used by rebuild. Atomic within the partition; the partition is then removed from the cluster's
+        partition set (a separate step).
+        """
+        keys = self.keys(topic, partition)
+        name = partition_dir_name(topic, partition)
+        with _translated(f"clear {name}"):
+            for _ in range(100):
+                members = [_text(m) for m in self.client.zrange(keys.segments, 0, -1)]
+                seg_keys = [keys.segment(parse_segment_member(m, key=keys.segments)[0]) for m in members]
+                count = int(
+                    self._clear(keys=[keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, *seg_keys], args=members)
+                )
+                if count >= 0:
+                    self.client.srem(self.partitions_key, name)
+                    return count
+        raise RegistryUnavailableError(f"clear {name}: the partition kept changing under concurrent writes")
+
+    # -- reads -------------------------------------------------------------------------------------
+    def find(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
+        """The segment whose [base_offset, last_offset] holds ``offset``; None in a gap or outside."""
+        keys = self.keys(topic, partition)
+        _check_offset("offset", offset)
+        with _translated(f"find {topic}-{partition} offset {offset}"):
+            for _ in range(_READ_ATTEMPTS):
+                found = self.client.zrevrangebyscore(keys.segments, offset, "-inf", start=0, num=1)
+                if not found:
+                    return None
+                base, last = parse_segment_member(found[0], key=keys.segments)
+                if last < offset:
+                    return None
+                entries = self._load(topic, partition, keys, [found[0]])
+                if entries is not None:
+                    return entries[0] if entries else None
+        raise MalformedRegistryDataError("segment listed without its hash", key=keys.segments)
+
+    def next_segment(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
+        """The first segment with base_offset > ``offset`` (to read on past a gap); None if none.
+
+        ``offset`` may be -1: the partition's first segment."""
+        _check_offset("offset", offset, minimum=-1)
+        entries = self._range(topic, partition, f"({offset}", "+inf", 1, what=f"next segment of {topic}-{partition} after {offset}")
+        return entries[0] if entries else None
+
+    def segments(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        limit: int | None = None,
+    ) -> list[SegmentEntry]:
+        """Segments by base offset: from the one holding ``from_offset`` (or the next after it),
+        through the last one starting at or before ``to_offset``, at most ``limit`` of them."""
+        keys = self.keys(topic, partition)
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise RegistryValueError(f"limit must be a non-negative int, got {limit!r}")
+        if limit == 0:
+            return []
+        low = "-inf"
+        if from_offset is not None:
+            _check_offset("from_offset", from_offset)
+            with _translated(f"segments of {topic}-{partition}"):
+                found = self.client.zrevrangebyscore(keys.segments, from_offset, "-inf", start=0, num=1)
+            low = f"({from_offset}"
+            if found:
+                base, last = parse_segment_member(found[0], key=keys.segments)
+                if last >= from_offset:
+                    low = str(base)
+        high = "+inf" if to_offset is None else str(_check_offset("to_offset", to_offset))
+        return self._range(topic, partition, low, high, limit, what=f"segments of {topic}-{partition}")
+
+    def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
+        """The partition's extent, or None if nothing was ever registered for it."""
+        keys = self.keys(topic, partition)
+        with _translated(f"info of {topic}-{partition}"):
+            fields = self.client.hgetall(keys.info)
+        return PartitionInfo.from_fields(fields, key=keys.info) if fields else None
+
+    def gaps(self, topic: str, partition: int) -> list[Gap]:
+        """The partition's recorded gaps, by start offset."""
+        keys = self.keys(topic, partition)
+        with _translated(f"gaps of {topic}-{partition}"):
+            details = self.client.hgetall(keys.gap_details)
+        gaps = [_parse_gap(m, d, keys.gap_details) for m, d in _decode_mapping(details, keys.gap_details).items()]
+        return sorted(gaps, key=lambda g: (g.start_offset, g.end_offset))
+
+    def coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
+        """The partition's coverage start, or None when none was recorded."""
+        keys = self.keys(topic, partition)
+        with _translated(f"coverage start of {topic}-{partition}"):
+            reply = self.client.hmget(keys.coverage, ["start_offset", "observed_ms"])
+        return None if reply[0] is None else _coverage_start_from(reply, keys.coverage)
+
+    def coverage(self, topic: str, partition: int) -> Coverage:
+        """The partition's coverage marks (:class:`Coverage`).
+
+        ``next_offset`` also accounts for segments and gaps registered before the mark existed."""
+        keys = self.keys(topic, partition)
+        with _translated(f"coverage of {topic}-{partition}"):
+            fields = _decode_mapping(self.client.hgetall(keys.coverage), keys.coverage)
+            last_gap = self.client.zrevrange(keys.gaps, 0, 0)
+            last_segment = self.client.zrevrange(keys.segments, 0, 0)
+        start = _coverage_start_from([fields.get("start_offset"), fields.get("observed_ms")], keys.coverage) if "start_offset" in fields else None
+        marks = {name: _int_field(fields, name, keys.coverage) if name in fields else -1 for name in ("next_offset", "expired_until")}
+        ends = [parse_gap_member(m, key=keys.gaps)[1] + 1 for m in last_gap] + [parse_segment_member(m, key=keys.segments)[1] + 1 for m in last_segment]
+        return Coverage(start, max([marks["next_offset"], *ends]), marks["expired_until"])
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) in the cluster's partition set, sorted (the set may lag; module doc)."""
+        with _translated(f"partitions of {self.cluster}"):
+            names = self.client.smembers(self.partitions_key)
+        out = []
+        for name in names:
+            try:
+                out.append(parse_partition_dir_name(_text(name)))
+            except InvalidSegmentNameError as err:
+                raise MalformedRegistryDataError(f"member {_text(name)!r} is not 'topic-partition'", key=self.partitions_key) from err
+        return sorted(out)
+
+    def topics(self) -> dict[str, list[int]]:
+        """Topic → sorted partitions, from :meth:`partitions`."""
+        out: dict[str, list[int]] = {}
+        for topic, partition in self.partitions():
+            out.setdefault(topic, []).append(partition)
+        return out
+
+    def discover_partitions(self) -> list[tuple[str, int]]:
+        """The partitions that have an ``info``, ``gaps`` or ``coverage`` key, found by SCAN (slow:
+        every key is visited).
+
+        For repair jobs only, to re-add partitions the partition set missed (:meth:`ensure_listed`).
+        """
+        prefix = f"{self.namespace}:{{{self.cluster}/"
+        found = set()
+        with _translated(f"scan {self.cluster}"):
+            for suffix in ("}:info", "}:gaps", "}:coverage"):
+                pattern = f"{_glob_escape(self.namespace)}:{{{_glob_escape(self.cluster)}/*{_glob_escape(suffix)}"
+                for raw in self.client.scan_iter(match=pattern, count=1000):
+                    key = _text(raw)
+                    if key.startswith(prefix) and key.endswith(suffix):
+                        with contextlib.suppress(InvalidSegmentNameError):
+                            found.add(parse_partition_dir_name(key[len(prefix) : -len(suffix)]))
+        return sorted(found)
+
+    def dump(self, topics: Iterable[str] | str | None = None, *, include_gaps: bool = True, include_updated_ms: bool = False) -> dict[str, Any]:
+        """A canonical, comparable (and JSON-ready) dump of what is registered for the cluster.
+
+        ``{"cluster": C, "partitions": {"T-P": {"info": {...} | None, "segments": [{...}, ...],
+        "gaps": [{...}, ...], "coverage": {...}}}}`` for the partitions of the partition set
+        (optionally only those of ``topics``), by (topic, partition); segments by base offset, gaps
+        by start. ``updated_ms`` (when the registry was last written, not a fact about the data) is
+        left out unless asked for; ``include_gaps=False`` leaves out the gaps and the coverage
+        (whose ``next_offset`` the gaps move).
+        """
+        wanted = None if topics is None else {topics} if isinstance(topics, str) else set(topics)
+        partitions: dict[str, Any] = {}
+        for topic, partition in self.partitions():
+            if wanted is not None and topic not in wanted:
+                continue
+            info = self.partition_info(topic, partition)
+            item: dict[str, Any] = {
+                "info": None if info is None else info.to_dict(include_updated_ms=include_updated_ms),
+                "segments": [e.to_dict() for e in self.segments(topic, partition)],
+            }
+            if include_gaps:
+                item["gaps"] = [g.to_dict() for g in self.gaps(topic, partition)]
+                item["coverage"] = self.coverage(topic, partition).to_dict()
+            partitions[partition_dir_name(topic, partition)] = item
+        return {"cluster": self.cluster, "partitions": partitions}
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _range(self, topic: str, partition: int, low: str, high: str, limit: int | None, *, what: str) -> list[SegmentEntry]:
+        keys = self.keys(topic, partition)
+        with _translated(what):
+            for _ in range(_READ_ATTEMPTS):
+                if limit is None:
+                    members = self.client.zrangebyscore(keys.segments, low, high)
+                else:
+                    members = self.client.zrangebyscore(keys.segments, low, high, start=0, num=limit)
+                entries = self._load(topic, partition, keys, members)
+                if entries is not None:
+                    return entries
+        raise MalformedRegistryDataError("segments listed without their hashes", key=keys.segments)
+
+    def _load(self, topic: str, partition: int, keys: PartitionKeys, members: Sequence[Any]) -> list[SegmentEntry] | None:
+        """The entries of these members, leaving out segments deleted meanwhile; None: read again
+        (a member without its hash is still listed, which only a racing delete-and-re-register explains)."""
+        if not members:
+            return []
+        bases = [parse_segment_member(m, key=keys.segments)[0] for m in members]
+        pipe = self.client.pipeline(transaction=False)
+        for base in bases:
+            pipe.hgetall(keys.segment(base))
+        hashes = pipe.execute()
+        missing = [m for m, h in zip(members, hashes, strict=True) if not h]
+        if missing:
+            pipe = self.client.pipeline(transaction=False)
+            for m in missing:
+                pipe.zscore(keys.segments, m)
+            if any(score is not None for score in pipe.execute()):
+                return None
+        return [
+            SegmentEntry.from_fields(topic, partition, h, key=keys.segment(base))
+            for base, h in zip(bases, hashes, strict=True)
+            if h
+        ]
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _coverage_start_from(reply: Sequence[Any], key: str) -> CoverageStart:
+    """The CoverageStart of an HMGET-like [start_offset, observed_ms] reply."""
+    values = {name: _text(v) if v is not None else "" for name, v in zip(("start_offset", "observed_ms"), reply, strict=True)}
+    offset, observed = (_int_field(values, name, key) for name in ("start_offset", "observed_ms"))
+    try:
+        return CoverageStart(offset, observed)
+    except RegistryValueError as err:
+        raise MalformedRegistryDataError(f"coverage hash holds an invalid start: {err}", key=key) from None

@@ -1,0 +1,164 @@
+"""The registry's Lua scripts: each declares every key it touches in KEYS, all with one hash tag.
+
+Offsets travel as decimal strings and are compared as 20-digit zero-padded strings (members) or
+with ``tonumber`` (exact: offsets are at most 2**53 - 1); a number is turned back into a string
+only with ``string.format('%.0f', n)`` (``tostring`` writes large ones in exponent notation).
+"""
+
+from __future__ import annotations
+
+# -- Lua scripts (every key in KEYS, all with one hash tag) ---------------------------------------
+
+_LUA_NUM = """
+local function num(s)
+  local t = string.gsub(s, '^0+', '')
+  if t == '' then return '0' end
+  return t
+end
+"""
+
+# raise(key, field, value): HSET the field to value unless it already holds a number >= value
+# (the coverage hash's monotonic marks: next_offset, expired_until)
+_LUA_RAISE = """
+local function raise(key, field, value)
+  local cur = redis.call('HGET', key, field)
+  if (not cur) or tonumber(cur) < tonumber(value) then redis.call('HSET', key, field, value) end
+end
+"""
+
+_LUA_REFRESH = """
+local function refresh(zkey, ikey, now)
+  local first = redis.call('ZRANGE', zkey, 0, 0)[1]
+  if not first then
+    redis.call('HSET', ikey, 'earliest_offset', '-1', 'latest_offset', '-1', 'segment_count', '0',
+               'total_bytes', '0', 'updated_ms', now)
+    return
+  end
+  local last = redis.call('ZRANGE', zkey, -1, -1)[1]
+  redis.call('HSET', ikey, 'earliest_offset', num(string.sub(first, 1, 20)),
+             'latest_offset', num(string.sub(last, 22, 41)),
+             'segment_count', tostring(redis.call('ZCARD', zkey)), 'updated_ms', now)
+end
+"""
+
+# KEYS: segments zset, segment hash, info hash, coverage hash.
+# ARGV: member, base, last, size, checksum, now_ms, last + 1, field1, value1, ...  (all strings)
+# Returns {'registered'} | {'noop'} | {'conflict', member, hash field/values...} | {'overlap', member}
+_REGISTER_LUA = (
+    _LUA_NUM
+    + _LUA_RAISE
+    + _LUA_REFRESH
+    + """
+local zkey, hkey, ikey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local member, base, last, size, checksum, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local pbase, plast = string.sub(member, 1, 20), string.sub(member, 22, 41)
+local prev = redis.call('ZREVRANGEBYSCORE', zkey, base, '-inf', 'LIMIT', 0, 1)[1]
+if prev then
+  if string.sub(prev, 1, 20) == pbase then
+    local cur = redis.call('HMGET', hkey, 'last_offset', 'checksum', 'size')
+    if prev == member and cur[1] == last and cur[2] == checksum and cur[3] == size then
+      raise(ckey, 'next_offset', ARGV[7])
+      return {'noop'}
+    end
+    local reply = {'conflict', prev}
+    for _, v in ipairs(redis.call('HGETALL', hkey)) do reply[#reply + 1] = v end
+    return reply
+  end
+  if string.sub(prev, 22, 41) >= pbase then return {'overlap', prev} end
+end
+local nxt = redis.call('ZRANGEBYSCORE', zkey, '(' .. base, '+inf', 'LIMIT', 0, 1)[1]
+if nxt and string.sub(nxt, 1, 20) <= plast then return {'overlap', nxt} end
+redis.call('ZADD', zkey, base, member)
+redis.call('DEL', hkey)
+redis.call('HSET', hkey, unpack(ARGV, 8))
+refresh(zkey, ikey, now)
+redis.call('HINCRBY', ikey, 'total_bytes', size)
+raise(ckey, 'next_offset', ARGV[7])
+return {'registered'}
+"""
+)
+
+# KEYS: segments zset, segment hash, info hash, gaps zset, gap-details hash, coverage hash.
+# ARGV: base, now_ms.  Returns false (nothing there) or {member, hash field/values...}.
+_DELETE_LUA = (
+    _LUA_NUM
+    + _LUA_RAISE
+    + _LUA_REFRESH
+    + """
+local zkey, hkey, ikey, gkey, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local member = redis.call('ZRANGEBYSCORE', zkey, ARGV[1], ARGV[1], 'LIMIT', 0, 1)[1]
+if not member then return false end
+local oldest = redis.call('ZRANGE', zkey, 0, 0)[1] == member
+local fields = redis.call('HGETALL', hkey)
+local size = redis.call('HGET', hkey, 'size')
+redis.call('ZREM', zkey, member)
+redis.call('DEL', hkey)
+refresh(zkey, ikey, ARGV[2])
+local first = redis.call('ZRANGE', zkey, 0, 0)[1]
+if first then
+  if size then redis.call('HINCRBY', ikey, 'total_bytes', '-' .. size) end
+end
+-- forget gaps retention has moved past: ending before the new earliest offset (or, with no
+-- segment left, at or before the deleted segment's last offset); compared as 20-digit strings
+local bound, inclusive = string.sub(member, 22, 41), true
+if first then bound, inclusive = string.sub(first, 1, 20), false end
+for _, g in ipairs(redis.call('ZRANGEBYSCORE', gkey, '-inf', num(bound))) do
+  local gend = string.sub(g, 22, 41)
+  if gend < bound or (inclusive and gend == bound) then
+    redis.call('ZREM', gkey, g)
+    redis.call('HDEL', dkey, g)
+  end
+end
+-- deleting the oldest segment moves the remote log start: offsets below the new earliest offset
+-- (or past the deleted segment, with none left) were deleted by remote retention
+if oldest then
+  local expired = string.format('%.0f', tonumber(string.sub(member, 22, 41)) + 1)
+  if first then expired = num(string.sub(first, 1, 20)) end
+  raise(ckey, 'expired_until', expired)
+end
+local reply = {member}
+for _, v in ipairs(fields) do reply[#reply + 1] = v end
+return reply
+"""
+)
+
+# KEYS: gaps zset, gap-details hash, coverage hash.  ARGV: member, start, details JSON, end + 1.
+# Returns 1 (added) or 0.
+_GAP_LUA = (
+    _LUA_RAISE
+    + """
+raise(KEYS[3], 'next_offset', ARGV[4])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+)
+
+# KEYS: coverage hash.  ARGV: start offset, observed_ms.  Sets the coverage start unless one is
+# there (the first observation wins); returns the stored {start_offset, observed_ms}.
+_COVERAGE_START_LUA = """
+local cur = redis.call('HMGET', KEYS[1], 'start_offset', 'observed_ms')
+if cur[1] then return cur end
+redis.call('HSET', KEYS[1], 'start_offset', ARGV[1], 'observed_ms', ARGV[2])
+return {ARGV[1], ARGV[2]}
+"""
+
+# KEYS: coverage hash.  ARGV: field, value.  Raises a monotonic mark (rebuild restores them).
+_RAISE_LUA = _LUA_RAISE + """
+raise(KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+# KEYS: segments zset, info hash, gaps zset, gap-details hash, coverage hash, then the segment hashes.
+# ARGV: the segments zset's members as read before. Deletes everything only if the zset still
+# holds exactly those members (else returns -1: read again); returns the number of segments.
+_CLEAR_LUA = """
+local current = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #current ~= #ARGV then return -1 end
+for i = 1, #ARGV do
+  if current[i] ~= ARGV[i] then return -1 end
+end
+for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
+return #ARGV
+"""

@@ -1,0 +1,77 @@
+"""Errors TieredConsumer must not lose: OFFSET_OUT_OF_RANGE of several partitions when handling one
+fails, and a failed commit on revoke or close (raised as confluent-kafka's commit raises it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from tests.integration.sdk.conftest import PARTITIONS
+from tests.integration.sdk.test_consumer_modes import check_exact, expected_offsets, read_all
+from tests.support.flaky_proxy import FlakyProxy
+from tests.support.stack_env import TieredStack, gateway_server
+from tests.support.transactions import UNCOMMITTED_OFFSETS, uploaded_transactional_log
+from tiered_kafka.consumer import TieredConsumer
+from tiered_kafka.errors import RemoteReadError
+
+pytestmark = pytest.mark.integration
+
+
+def test_out_of_range_of_every_partition_survives_a_failure_of_one(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    """KAFKA_PREFERRED from offset 0, below Kafka's log start on both partitions: Kafka answers
+    OFFSET_OUT_OF_RANGE for each, and the gateway (asked where remote storage is) is down. The
+    error is raised; once the gateway is back, *both* partitions go on from remote storage."""
+    stack, _ = retained
+    host, port = stack.gateway_url.removeprefix("http://").split(":")
+    proxy = FlakyProxy(host, int(port))
+    proxy.down = True
+    config = stack.consumer_config("KAFKA_PREFERRED", **{"tiered.gateway.url": proxy.endpoint_url, "tiered.remote.retries": 0, "enable.auto.commit": False})
+    consumer = TieredConsumer(config)
+    consumer.assign([TopicPartition("orders", p, 0) for p in range(PARTITIONS)])
+    try:
+        raised = 0
+        for _ in range(40):
+            try:
+                assert consumer.consume(100, 0.2) == []
+            except RemoteReadError:
+                raised += 1
+                if raised >= 3:
+                    break
+        assert raised >= 3, "the gateway failure was not surfaced"
+        proxy.down = False
+        check_exact(read_all(consumer, {p: len(expected_offsets(p)) for p in range(PARTITIONS)}))
+    finally:
+        consumer.close()
+        proxy.close()
+
+
+def test_a_failed_commit_on_revoke_or_close_raises(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    """A remote-only topic (the broker does not know it): the offsets of what was read cannot be
+    committed to the group (UNKNOWN_TOPIC_OR_PARTITION), and unassign() and close() say so."""
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
+    broker = start_dev_broker(tmp_path / "broker-logs")
+    with gateway_server(settings, s3_server) as url:
+        config = {
+            "bootstrap.servers": broker.broker.bootstrap_servers, "group.id": "g-commit", "tiered.mode": "REMOTE_ONLY",
+            "tiered.gateway.url": url, "tiered.cluster": settings.cluster, "isolation.level": "read_uncommitted",
+        }
+        consumer = TieredConsumer(config)
+        try:
+            consumer.assign([TopicPartition("txn", 0, 0)])
+            assert [m.offset() for m in read_all(consumer, {0: 5}, max_polls=20)[0]][:5] == UNCOMMITTED_OFFSETS[:5]
+            with pytest.raises(KafkaException) as revoked:
+                consumer.unassign()
+            assert revoked.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            assert consumer.assignment() == []  # the revoke completed all the same
+            consumer.assign([TopicPartition("txn", 0, 3)])
+            assert read_all(consumer, {0: 2}, max_polls=20)[0][0].offset() == 3
+        except BaseException:
+            consumer.close()
+            raise
+        with pytest.raises(KafkaException) as closed:
+            consumer.close()
+        assert closed.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        with pytest.raises(RuntimeError, match="closed"):
+            consumer.poll(0)

@@ -1,0 +1,97 @@
+"""The audit's accounting as pure logic: ranges merged and subtracted, each kind of coverage counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tiered_kafka.registry import Coverage, CoverageStart, Gap
+from tiered_kafka_agent.audit import audit_partition, merge_ranges, report, subtract
+
+
+@pytest.mark.parametrize(
+    ("ranges", "merged"),
+    [
+        pytest.param([], [], id="none"),
+        pytest.param([(0, 9), (10, 19)], [(0, 19)], id="adjacent"),
+        pytest.param([(20, 29), (0, 9)], [(0, 9), (20, 29)], id="apart-unsorted"),
+        pytest.param([(0, 50), (10, 20)], [(0, 50)], id="contained"),
+    ],
+)
+def test_merge_ranges(ranges: list[tuple[int, int]], merged: list[tuple[int, int]]) -> None:
+    assert merge_ranges(ranges) == merged
+
+
+@pytest.mark.parametrize(
+    ("covered", "missing"),
+    [
+        pytest.param([], [(10, 19)], id="nothing-covered"),
+        pytest.param([(0, 100)], [], id="all-covered"),
+        pytest.param([(12, 13)], [(10, 11), (14, 19)], id="hole-in-the-middle"),
+        pytest.param([(0, 11), (18, 30)], [(12, 17)], id="both-ends"),
+        pytest.param([(20, 30)], [(10, 19)], id="after"),
+    ],
+)
+def test_subtract(covered: list[tuple[int, int]], missing: list[tuple[int, int]]) -> None:
+    assert subtract((10, 19), merge_ranges(covered)) == missing
+
+
+@dataclass
+class _Segment:
+    base_offset: int
+    last_offset: int
+
+
+@dataclass
+class _Registry:
+    """The three reads the audit makes, over plain values."""
+
+    coverage_: Coverage
+    segments_: list[_Segment] = field(default_factory=list)
+    gaps_: list[Gap] = field(default_factory=list)
+
+    def coverage(self, topic: str, partition: int) -> Coverage:
+        return self.coverage_
+
+    def segments(self, topic: str, partition: int) -> list[_Segment]:
+        return self.segments_
+
+    def gaps(self, topic: str, partition: int) -> list[Gap]:
+        return self.gaps_
+
+
+START = CoverageStart(100, 1)
+
+
+def test_every_kind_of_coverage_counts() -> None:
+    registry = _Registry(
+        Coverage(START, 500, 200),  # 100..199 expired by remote retention
+        [_Segment(200, 299), _Segment(300, 349)],
+        [Gap(350, 399, "deleted before upload", 5)],
+    )
+    result = audit_partition(registry, "t", 0, (400, 650))  # type: ignore[arg-type]
+    assert result.ok and result.unaccounted == []
+    assert result.remote == [(200, 349)]
+
+
+def test_an_offset_nobody_accounts_for_fails() -> None:
+    registry = _Registry(Coverage(START, 400, -1), [_Segment(100, 199), _Segment(250, 399)])
+    result = audit_partition(registry, "t", 0, (380, 700))  # type: ignore[arg-type]
+    assert not result.ok and result.unaccounted == [(200, 249)]
+    assert "UNACCOUNTED:    200..249" in result.to_text()
+    assert '"ok": false' in report([result], as_json=True)
+
+
+def test_offsets_before_the_coverage_start_are_not_claimed() -> None:
+    registry = _Registry(Coverage(START, -1, -1))
+    assert audit_partition(registry, "t", 0, (100, 150)).ok  # type: ignore[arg-type]
+    assert not audit_partition(registry, "t", 0, (120, 150)).ok  # type: ignore[arg-type]
+    assert audit_partition(_Registry(Coverage(None, -1, -1)), "t", 0, (120, 150)).ok  # type: ignore[arg-type]
+
+
+def test_a_partition_kafka_does_not_know_is_checked_up_to_what_the_agent_accounted_for() -> None:
+    registry = _Registry(Coverage(START, 400, -1), [_Segment(100, 299)])
+    result = audit_partition(registry, "gone", 0, None, "UNKNOWN_TOPIC_OR_PART")  # type: ignore[arg-type]
+    assert result.unaccounted == [(300, 399)]
+    assert "unknown to Kafka (UNKNOWN_TOPIC_OR_PART)" in result.to_text()
