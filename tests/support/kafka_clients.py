@@ -17,7 +17,8 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str)
 def produce(bootstrap: str, topic: str, messages: list[tuple[int, bytes, bytes]], **config: object) -> None:
     """messages: (partition, key, value). Fails the test on any delivery error."""
     errors: list[KafkaError] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **config})
+    # batches stay below the small segment.bytes tests use: the broker refuses larger appends (RECORD_LIST_TOO_LARGE)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 15_000, **config})
     for i, (partition, key, value) in enumerate(messages):
         while True:
             try:

@@ -41,6 +41,7 @@ async def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) ->
         getattr(request, "producer_id", -1),
         getattr(request, "producer_epoch", -1),
     )
+    broker.logs.notify_appended()  # an init may have aborted an open transaction
     return {"throttle_time": 0, "error_code": _for_version(ctx, error), "producer_id": producer_id, "producer_epoch": epoch}
 
 

@@ -34,7 +34,8 @@ The log start offset also moves by ``delete_records`` (the DeleteRecords API).
 
 Batch limits (``UnifiedLog.analyzeAndValidateRecords``, ``UnifiedLog.append``): a producer's batch
 larger than max.message.bytes is refused with MESSAGE_TOO_LARGE, and any append larger than
-segment.bytes with RECORD_LIST_TOO_LARGE (code 18, Java RecordBatchTooLargeException), so no segment ever exceeds segment.bytes.
+segment.bytes with RECORD_LIST_TOO_LARGE (code 18, Java RecordBatchTooLargeException), so no
+segment ever exceeds segment.bytes.
 
 Transactions (``UnifiedLog``, ``LogSegment.updateTxnIndex``): producer state (``producer_state``)
 validates each append and tracks open transactions; the last stable offset is the first offset of

@@ -40,10 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tiered_kafka.errors import OffsetNotRemoteError, RemoteGapError, RemoteReadError
+from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError, TopicAuthorizationError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlannedRange
 from tiered_kafka.spark.options import (
     EARLIEST,
+    Assign,
+    Subscribe,
     LATEST,
     Earliest,
     GlobalTimestamp,
@@ -173,8 +175,28 @@ def plan_source(options: ReadOptions, client: GatewayClient | None = None) -> So
 def resolve_offsets(options: ReadOptions, client: GatewayClient, warnings: list[str] | None = None) -> list[OffsetRange]:
     """[start, end) for every partition read, in (topic, partition) order."""
     sink = [] if warnings is None else warnings
-    partitions = options.topic_partitions(client.topics())
+    available = client.topics()
+    _check_named_topics(options, client, available)
+    partitions = options.topic_partitions(available)
     return _parallel(lambda tp: resolve_partition(options, client, tp, client.partition(*tp), sink), partitions)
+
+
+def _check_named_topics(options: ReadOptions, client: GatewayClient, available: dict[str, list[int]]) -> None:
+    """A topic named by ``subscribe`` or ``assign`` but missing from the gateway's listing may be one the
+    token may not read (listings show only readable topics): ask for it, so that the gateway's 403
+    raises TopicAuthorizationError (TOPIC_AUTHORIZATION_FAILED) instead of an "unknown topic"."""
+    selection = options.selection
+    named = selection.topics if isinstance(selection, Subscribe) else tuple(selection.partitions) if isinstance(selection, Assign) else ()
+    for topic in named:
+        if topic in available:
+            continue
+        try:
+            client.partition(topic, 0)
+        except TopicAuthorizationError:
+            raise
+        except GatewayRequestError as err:
+            if err.status != 404:
+                raise
 
 
 def resolve_partition(options: ReadOptions, client: GatewayClient, tp: TopicPartition, extent: PartitionExtent, warnings: list[str]) -> OffsetRange:

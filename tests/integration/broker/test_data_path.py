@@ -33,7 +33,7 @@ def test_200k_messages_each_codec_read_back_in_order_by_a_group(dev_broker: Brok
     topic = f"codec-{codec}"
     partitions, count = 4, 200_000
     create_topic(bootstrap, topic, partitions, **{"segment.bytes": str(32 * 1024 * 1024)})
-    produce(bootstrap, topic, [(i % partitions, str(i).encode(), value_for(i)) for i in range(count)], **{"compression.type": codec})
+    produce(bootstrap, topic, [(i % partitions, str(i).encode(), value_for(i)) for i in range(count)], **{"compression.type": codec, "batch.size": 1_000_000})
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{codec}", "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
