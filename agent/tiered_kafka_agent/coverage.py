@@ -41,7 +41,7 @@ from tiered_kafka.format.segment_names import parse_partition_dir_name
 from tiered_kafka.registry import CoverageStart, Registry
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import LocalSegment
-from tiered_kafka_agent.remote_store import RemoteStore
+from tiered_kafka_agent.remote_store import MetadataError, RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,12 @@ def establish_coverage_start(
     name = f"{topic}-{partition}"
     stored = registry.coverage_start(topic, partition)
     if stored is not None:
-        if store.read_coverage_start(topic, partition) != stored:
+        try:
+            copy = store.read_coverage_start(topic, partition)
+        except MetadataError as err:  # the registry's is the reference: a bad copy is replaced
+            log.warning("%s: %s; rewriting it from the registry", name, err)
+            copy = None
+        if copy != stored:
             store.write_coverage_start(topic, partition, stored)
         return stored
     remote = store.read_coverage_start(topic, partition)
