@@ -18,8 +18,7 @@ do the same: segment B followed by segment N ships ``{N}.snapshot``, stored remo
 stem (``{B}.snapshot``: the producer state after B's last offset). Kafka writes it just after
 creating ``{N}.log`` (in place, not by a rename), so it can be missing or half-written when the
 agent opens B: ``snapshot_ready`` checks it is there and whole (its CRC), and the uploader waits
-briefly for it when the broker is known to write snapshots (others exist in the directory). It
-is optional all the same: a broker older than 0.11 never writes one, and B is then uploaded
+briefly for it after the roll. It is optional all the same: a broker older than 0.11 never writes one, and B is then uploaded
 without it.
 """
 
@@ -190,16 +189,6 @@ def snapshot_ready(opened: OpenSegment) -> bool:
     except CorruptCheckpointError:
         return False
     return True
-
-
-def writes_snapshots(directory: Path) -> bool:
-    """True when the partition directory holds a producer snapshot (live or ``.deleted``)."""
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(directory):
-            name = SegmentFileName.try_parse(entry.name)
-            if name is not None and name.kind == FileKind.SNAPSHOT:
-                return True
-    return False
 
 
 def _check_trimmed(opened: OpenSegment) -> None:

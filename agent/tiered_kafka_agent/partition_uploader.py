@@ -56,7 +56,6 @@ from tiered_kafka_agent.local_segments import (
     open_segment,
     read_stats,
     snapshot_ready,
-    writes_snapshots,
 )
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.remote_store import RemoteStore, UploadHooks
@@ -285,12 +284,15 @@ class PartitionUploader:
             return _Upload(None, None, err)
 
     def _settle_snapshot(self, segment: LocalSegment, next_base: int | None, opened: OpenSegment) -> None:
-        """Keep the producer snapshot only when it is there and whole; wait up to SNAPSHOT_GRACE_S
-        for it (SegmentNotReadyError: retried shortly) when this broker writes snapshots."""
+        """Keep the producer snapshot only when it is there and whole; else wait for it up to
+        SNAPSHOT_GRACE_S after first seeing the segment (SegmentNotReadyError: retried shortly).
+
+        Kafka writes it just after the roll, so a fresh segment waits; a broker that never writes
+        snapshots costs each segment that wait once (and a restart, once for all of them)."""
         if next_base is None or snapshot_ready(opened):
             return
         waited = time.monotonic() - self._first_seen.get(segment.base_offset, time.monotonic())
-        if waited < SNAPSHOT_GRACE_S and writes_snapshots(segment.directory):
+        if waited < SNAPSHOT_GRACE_S:
             raise SegmentNotReadyError(f"segment {segment.base_offset}: waiting for the broker's {next_base:020d}.snapshot")
         if FileKind.SNAPSHOT in opened.files:
             log.warning("%s: %s is incomplete; segment %d is uploaded without it", self.name, opened.names[FileKind.SNAPSHOT], segment.base_offset)

@@ -10,7 +10,7 @@ from tests.support.transactions import ABORTED_TXNS, write_transactional_log
 from tiered_kafka.errors import CorruptIndexError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka_agent.config import redact_url
-from tiered_kafka_agent.local_segments import list_segments, open_segment, read_stats, snapshot_ready, writes_snapshots
+from tiered_kafka_agent.local_segments import list_segments, open_segment, read_stats, snapshot_ready
 
 
 @pytest.fixture
@@ -28,7 +28,6 @@ def test_a_segment_ships_the_snapshot_named_by_the_next_segment(directory: Path)
         assert snapshot_ready(opened)
     with open_segment(segments[0]) as opened:  # the next segment unknown: no snapshot
         assert FileKind.SNAPSHOT not in opened.files
-    assert writes_snapshots(directory)
 
 
 def test_a_half_written_snapshot_is_not_ready(directory: Path) -> None:
