@@ -72,13 +72,19 @@ def demo(bootstrap: str, log_dir: Path, records: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, 1, config={"segment.bytes": "262144"})]).values():
         future.result(timeout=30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+    # batch.size below segment.bytes: Kafka refuses a batch larger than a segment (RECORD_LIST_TOO_LARGE)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "batch.size": 65536})
+    failures: list[str] = []
     for i in range(records):
         value = f"record {i} ".encode() + os.urandom(300)  # incompressible enough to fill segments
-        producer.produce(DEMO_TOPIC, key=f"key-{i}".encode(), value=value, partition=i % DEMO_PARTITIONS)
+        producer.produce(
+            DEMO_TOPIC, key=f"key-{i}".encode(), value=value, partition=i % DEMO_PARTITIONS,
+            on_delivery=lambda err, _msg: err is not None and failures.append(str(err)),
+        )
         if i % 1000 == 0:
             producer.poll(0)
-    producer.flush(30)
+    if producer.flush(30) or failures:
+        raise DemoError(f"producing to '{DEMO_TOPIC}' failed: {len(failures)} records not delivered ({failures[:1]})")
     segments = {p: segment_bases(log_dir, p) for p in range(DEMO_PARTITIONS)}
     print(f"produced {records} records to '{DEMO_TOPIC}'; segments on disk: " + ", ".join(f"partition {p}: {len(s)}" for p, s in segments.items()))
 
