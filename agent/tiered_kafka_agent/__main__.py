@@ -5,9 +5,14 @@
     tiered-kafka-agent audit --config agent.properties [--topic T ...] [--json] [--bootstrap-servers HOST:PORT]
 
 ``audit`` (``tiered_kafka_agent.audit``) checks that every offset at or after each partition's
-coverage start is remote, still in Kafka, or in a recorded gap; it exits 0 when all are, 1 when
-some are not (naming them), 3 when it could not ask Kafka. The broker is reached at
-``--bootstrap-servers``, else ``leadership.bootstrap_servers``. Exit 2: a configuration error.
+coverage start is remote, still in Kafka, or in a recorded gap. The broker is reached at
+``--bootstrap-servers``, else ``leadership.bootstrap_servers``. Exit codes:
+
+    0  every offset is accounted for
+    1  some are not (the report names them), or a ``--topic`` is known to neither side
+    2  a configuration error
+    3  Kafka could not be asked (no client, metadata or offsets)
+    4  the registry could not be read (Redis unreachable or its data malformed)
 
 Settings come from the file and from ``TIERED_KAFKA_AGENT_*`` environment variables (see
 ``tiered_kafka_agent.config``). ``run`` stops cleanly on SIGINT/SIGTERM, finishing the segments
@@ -82,14 +87,19 @@ def _audit(settings: AgentSettings, args: argparse.Namespace) -> int:
         print("tiered-kafka-agent: audit needs the Kafka cluster: --bootstrap-servers or leadership.bootstrap_servers", file=sys.stderr)
         return 2
     client = redis.Redis.from_url(settings.redis.url, socket_timeout=10)
-    kafka = KafkaOffsets(bootstrap)
+    kafka: KafkaOffsets | None = None
     try:
+        kafka = KafkaOffsets(bootstrap)
         results = run_audit(Registry(client, settings.cluster), kafka, args.topic)
-    except (AuditError, RegistryError) as err:
-        print(f"tiered-kafka-agent: audit failed: {err}", file=sys.stderr)
+    except AuditError as err:
+        print(f"tiered-kafka-agent: audit failed: Kafka could not be asked: {err}", file=sys.stderr)
         return 3
+    except RegistryError as err:
+        print(f"tiered-kafka-agent: audit failed: the registry could not be read: {err}", file=sys.stderr)
+        return 4
     finally:
-        kafka.close()
+        if kafka is not None:
+            kafka.close()
         client.close()
     print(report(results, as_json=args.json))
     if not results and args.topic:

@@ -166,18 +166,32 @@ def _ranges_text(ranges: Sequence[Range]) -> str:
 
 
 class KafkaOffsets:
-    """Log start and end offsets from the broker, through a confluent-kafka Consumer."""
+    """Log start and end offsets from the broker, through a confluent-kafka Consumer.
+
+    The consumer reads with ``isolation.level=read_uncommitted``, whatever ``config`` says:
+    librdkafka's default, read_committed, would make ListOffsets answer the last stable offset,
+    which stops at the first open transaction, instead of the log end offset the audit accounts
+    up to. A configuration librdkafka refuses raises AuditError.
+    """
 
     #: librdkafka's answers for a topic or partition the cluster does not know
     UNKNOWN = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC"})
 
     def __init__(self, bootstrap_servers: str, timeout_s: float = 10.0, **config: Any) -> None:
-        from confluent_kafka import Consumer
+        from confluent_kafka import Consumer, KafkaException
 
         self.timeout_s = timeout_s
-        self._consumer = Consumer(
-            {"bootstrap.servers": bootstrap_servers, "group.id": "tiered-kafka-agent-audit", "enable.auto.commit": False, **config}
-        )
+        self.config = {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "tiered-kafka-agent-audit",
+            "enable.auto.commit": False,
+            **config,
+            "isolation.level": "read_uncommitted",
+        }
+        try:
+            self._consumer = Consumer(self.config)
+        except (KafkaException, ValueError, TypeError) as err:
+            raise AuditError(f"could not create a Kafka client for {bootstrap_servers!r}: {err}") from err
 
     def partitions(self, topic: str) -> list[int]:
         """The partitions Kafka knows for ``topic`` (empty when it does not know the topic)."""

@@ -20,11 +20,21 @@ creating ``{N}.log`` (in place, not by a rename), so it can be missing or half-w
 agent opens B: ``snapshot_ready`` checks it is there and whole (its CRC), and the uploader waits
 briefly for it after the roll. It is optional all the same: a broker older than 0.11 never writes one, and B is then uploaded
 without it.
+
+The snapshot also gives the segment's ``open_txn_first_offset`` (registry): the smallest
+``currentTxnFirstOffset`` among its producers, i.e. the first offset of the earliest transaction
+still open after B (-1: none). The scan of B's batches cross-checks it: a producer whose
+transaction the batches show open at B's end must be open in the snapshot, from the same first
+offset when the transaction began in B (at or before it when it may have begun earlier); a
+producer the snapshot shows open from inside B must have begun it there, and one whose marker is
+in B may only be open from a transactional batch after that marker. A contradiction is logged
+(WARNING) and the value recorded as unknown (-2), as without a snapshot: never trusted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 from collections.abc import Iterator
@@ -40,6 +50,9 @@ from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, iter_bat
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
 from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from tiered_kafka.format.txn_index import parse as parse_txn_index
+from tiered_kafka.registry import NO_OPEN_TXN, OPEN_TXN_UNKNOWN
+
+log = logging.getLogger(__name__)
 
 #: Kinds uploaded for every segment, and the optional ones uploaded when present.
 REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
@@ -71,7 +84,8 @@ class SegmentStats:
     without decompressing; a record later in a batch may carry a smaller CreateTime.
     ``max_timestamp`` is exact (the batches' maxTimestamp). ``control_records`` counts the
     records of control batches (COMMIT/ABORT markers, attribute bit 5) and ``aborted_txns`` the
-    entries of the segment's ``.txnindex`` (0 without one)."""
+    entries of the segment's ``.txnindex`` (0 without one). ``open_txn_first_offset``: the
+    module doc (-2 unknown)."""
 
     last_offset: int
     record_count: int
@@ -82,6 +96,7 @@ class SegmentStats:
     checksum: str  # "crc32c:xxxxxxxx" of the whole .log
     control_records: int = 0
     aborted_txns: int = 0
+    open_txn_first_offset: int = OPEN_TXN_UNKNOWN
 
 
 def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
@@ -222,6 +237,8 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
     epoch = NO_PARTITION_LEADER_EPOCH
     checksum = 0
     control_records = 0
+    scan_open: dict[int, int] = {}  # producer -> first offset of its transaction open at the end, as far as B shows
+    marked: set[int] = set()  # producers with a marker in B
     failure: FormatError | None = None
     if size:
         with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
@@ -237,6 +254,10 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
                     epoch = max(epoch, batch.partition_leader_epoch)
                     if batch.is_control:
                         control_records += batch.record_count
+                        scan_open.pop(batch.producer_id, None)
+                        marked.add(batch.producer_id)
+                    elif batch.is_transactional:
+                        scan_open.setdefault(batch.producer_id, batch.base_offset)
                     del batch
             except FormatError as err:
                 failure = err.with_traceback(None)  # its frames hold views of the map: drop them before closing it
@@ -254,7 +275,35 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
         checksum=f"crc32c:{checksum:08x}",
         control_records=control_records,
         aborted_txns=_count_aborted_txns(opened),
+        open_txn_first_offset=_open_txn_first_offset(opened, last_offset, scan_open, marked),
     )
+
+
+def _open_txn_first_offset(opened: OpenSegment, last_offset: int, scan_open: dict[int, int], marked: set[int]) -> int:
+    """The smallest ``currentTxnFirstOffset`` of the segment's snapshot, cross-checked (module doc)."""
+    fd = opened.files.get(FileKind.SNAPSHOT)
+    if fd is None:
+        return OPEN_TXN_UNKNOWN
+    name = str(opened.names[FileKind.SNAPSHOT])
+    try:
+        entries = producer_snapshot.parse(os.pread(fd, os.fstat(fd).st_size, 0), name=name)
+    except CorruptCheckpointError as err:
+        log.warning("%s: %s; the open transactions after segment %d are unknown", name, err, opened.segment.base_offset)
+        return OPEN_TXN_UNKNOWN
+    base = opened.segment.base_offset
+    snap = {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0}
+    problems = []
+    for producer, first in scan_open.items():
+        got = snap.get(producer)
+        if got is None or got > first or (producer in marked and got != first):
+            problems.append(f"producer {producer}: batches open a transaction at {first}, snapshot says {got}")
+    for producer, got in snap.items():
+        if got > last_offset or ((got >= base or producer in marked) and scan_open.get(producer) != got):
+            problems.append(f"producer {producer}: snapshot opens a transaction at {got}, batches say {scan_open.get(producer)}")
+    if problems:
+        log.warning("%s contradicts segment %d's batches (%s): open transactions after it recorded as unknown", name, base, "; ".join(problems[:3]))
+        return OPEN_TXN_UNKNOWN
+    return min(snap.values(), default=NO_OPEN_TXN)
 
 
 def _count_aborted_txns(opened: OpenSegment) -> int:

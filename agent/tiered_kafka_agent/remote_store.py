@@ -18,7 +18,8 @@ User metadata on the ``.log`` object (all strings)::
 
     tk-base-offset, tk-last-offset, tk-record-count, tk-min-timestamp, tk-max-timestamp,
     tk-leader-epoch, tk-checksum ("crc32c:xxxxxxxx"), tk-upload-time-ms, tk-files ("log,index,..."),
-    tk-aborted-txns, tk-control-records (absent on objects uploaded before them: read as -1)
+    tk-aborted-txns, tk-control-records (absent on objects uploaded before them: read as -1),
+    tk-open-txn-first-offset (absent on objects uploaded before it: read as -2, unknown)
 
 Beside offset.wm, the partition's coverage start (``coverage.json``, ``{"offset", "observed_ms"}``),
 the remote retention mark (``expired.json``, ``{"expired_until"}``) and gap markers (``gaps/{start}-{end}``, JSON with the reason): see ``tiered_kafka.keyspace``.
@@ -41,7 +42,7 @@ from tiered_kafka.errors import CorruptCheckpointError
 from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.registry import CoverageStart, MalformedRegistryDataError, SegmentEntry
+from tiered_kafka.registry import OPEN_TXN_UNKNOWN, CoverageStart, MalformedRegistryDataError, SegmentEntry
 from tiered_kafka_agent.local_segments import OpenSegment, SegmentStats
 from tiered_kafka_agent.retry import RetryPolicy
 
@@ -68,6 +69,7 @@ def entry_metadata(entry: SegmentEntry) -> dict[str, str]:
         f"{META_PREFIX}files": ",".join(entry.files),
         f"{META_PREFIX}aborted-txns": str(entry.aborted_txns),
         f"{META_PREFIX}control-records": str(entry.control_records),
+        f"{META_PREFIX}open-txn-first-offset": str(entry.open_txn_first_offset),
     }
 
 
@@ -90,6 +92,7 @@ def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadat
             files=tuple(metadata[f"{META_PREFIX}files"].split(",")),
             aborted_txns=int(metadata.get(f"{META_PREFIX}aborted-txns", "-1")),
             control_records=int(metadata.get(f"{META_PREFIX}control-records", "-1")),
+            open_txn_first_offset=int(metadata.get(f"{META_PREFIX}open-txn-first-offset", str(OPEN_TXN_UNKNOWN))),
         )
     except (KeyError, ValueError) as err:
         raise MetadataError(f"s3 object {key}: missing or malformed tk-* metadata ({err})") from err
@@ -137,6 +140,7 @@ class RemoteStore:
             files=tuple(k.value for k in kinds),
             aborted_txns=stats.aborted_txns,
             control_records=stats.control_records,
+            open_txn_first_offset=stats.open_txn_first_offset,
         )
         companions = [
             self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)

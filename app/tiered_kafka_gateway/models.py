@@ -40,6 +40,11 @@ class RemoteExtent(BaseModel):
     latest_offset: int = Field(description="last offset held in remote storage")
     segment_count: int
     total_bytes: int
+    last_stable_offset: int | None = Field(
+        description="remote last stable offset: the first offset of the earliest transaction still open at the end of remote data "
+        "(latest_offset + 1 when none is); read_committed reads of remote data return nothing at or past it. "
+        "null when unknown (no producer snapshot in remote storage)",
+    )
 
 
 class KafkaExtent(BaseModel):
@@ -95,6 +100,9 @@ class PlanResponse(BaseModel):
     next_offset: int = Field(description="the offset to plan next")
     expires_at_ms: int
     gap: GapOut | None = Field(description="set when the offset lies in a gap of remote storage")
+    last_stable_offset: int | None = Field(
+        description="with isolation_level=read_committed: the remote last stable offset (as in the partition endpoint); null when unknown or not asked"
+    )
 
 
 class OffsetForTime(BaseModel):

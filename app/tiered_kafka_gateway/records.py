@@ -27,9 +27,13 @@ delivers, ABORT drops; control records are never returned). Its inputs here:
   2. the markers in the data read; when some fate is still open, the read looks further ahead for
      markers only (at most ``max_bytes_limit`` more bytes, remote data only, loading the
      ``.txnindex`` of the segments it passes; nothing past the requested window is returned).
-A record whose fate is still unknown (its marker is not in remote storage yet) ends the response
-before it, and ``next_offset`` is its offset — the remote analogue of Kafka's last stable offset:
-a read_committed reader never sees a record that may yet be aborted.
+  3. the partition's remote last stable offset (``ClusterReader.last_stable_offset``, from the
+     producer snapshot of its last segment): nothing at or past it is returned, whatever the
+     offset asked (a transaction opened before it and still open holds back what follows, as a
+     broker's LSO does); unknown (no snapshot), the read relies on 1 and 2 only.
+A record whose fate is still unknown (its marker is not in remote storage yet) or at or past the
+remote LSO ends the response before it, and ``next_offset`` is its offset (never below the offset
+asked): a read_committed reader never sees a record that may yet be aborted.
 
 **Kafka reads** go through ``kafka_offsets.read`` (a pooled consumer, never in a group); with
 read_committed the consumer's isolation.level is read_committed and Kafka filters aborted records.
@@ -174,6 +178,9 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
             earliest_offset=info.earliest_offset,
             latest_offset=info.latest_offset,
         )
+    stable_end = cluster.last_stable_offset(request.topic, request.partition, info) if committed else None
+    if stable_end is not None and request.offset >= stable_end:  # nothing to read: it is all at or past the LSO
+        return _remote_response(cluster, request, info, [], request.offset, None)
     batches: list[DecodedBatch] = []
     aborted: list[AbortedTxn] = []
     seen_segments: set[str] = set()
@@ -195,12 +202,16 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
         wanted = sum(1 for b in batches if b.control is None for r in b.records if r.offset >= request.offset)
         if wanted >= request.max_records or budget <= 0 or position > info.latest_offset:
             break
+        if stable_end is not None and position >= stable_end:
+            break
     data_end = position
 
     delivered: list[DecodedBatch] = batches
     held: int | None = None
     if committed:
-        delivered, held = committed_batches(cluster, request.topic, request.partition, batches, aborted, seen_segments, position, info.latest_offset)
+        delivered, held = committed_batches(
+            cluster, request.topic, request.partition, batches, aborted, seen_segments, position, info.latest_offset, stable_end
+        )
 
     records: list[RecordOut] = []
     next_offset = data_end if held is None else max(held, request.offset)
@@ -217,6 +228,10 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
                 break
         if done:
             break
+    return _remote_response(cluster, request, info, records, next_offset, gap)
+
+
+def _remote_response(cluster: ClusterReader, request: ReadRequest, info: Any, records: list[RecordOut], next_offset: int, gap: Any) -> RecordsResponse:
     return RecordsResponse(
         cluster=cluster.name,
         topic=request.topic,
@@ -240,6 +255,7 @@ def committed_batches(
     seen_segments: set[str],
     position: int,
     latest: int,
+    stable_end: int | None = None,
 ) -> tuple[list[DecodedBatch], int | None]:
     """The batches of a window (``batches``, read up to ``position``) that read_committed delivers,
     and the first offset held (undecided), or None.
@@ -247,8 +263,9 @@ def committed_batches(
     ``tiered_kafka.transactions.CommittedFilter`` decides, from ``aborted`` (the ``.txnindex``
     entries of the segments in ``seen_segments``) and the markers in the window; while a
     transaction stays undecided it reads on from ``position`` for markers only (at most
-    ``max_bytes_limit`` more bytes, up to ``latest``; nothing past the window is returned)."""
-    rule: CommittedFilter[Any] = CommittedFilter(aborted)
+    ``max_bytes_limit`` more bytes, up to ``latest``; nothing past the window is returned).
+    ``stable_end``: the remote LSO; no batch at or past it is delivered (None: unknown)."""
+    rule: CommittedFilter[Any] = CommittedFilter(aborted, stable_end=stable_end)
     delivered = [b for batch in batches for b, fate in rule.push_decisions(batch) if fate is Fate.DELIVER]
     lookahead = cluster.settings.max_bytes_limit
     step = LOOKAHEAD_FIRST_BYTES  # markers are usually close: read a little, then more (doubling)

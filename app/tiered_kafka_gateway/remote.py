@@ -45,6 +45,7 @@ from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
 from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
 from tiered_kafka.service_support import s3_client
+from tiered_kafka.transactions import remote_last_stable_offset
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.s3_listing import list_partitions
@@ -170,6 +171,8 @@ class ClusterReader:
         self.s3_gets = 0
         self.presigns = 0
         self._recent_segments = RecentSegments(settings.cache.segment_ttl_s)
+        # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
+        self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU(4096)
 
     # -- errors ----------------------------------------------------------------------------
     def _registry(self, call: Callable[[], Any]) -> Any:
@@ -231,6 +234,22 @@ class ClusterReader:
 
     def gaps(self, topic: str, partition: int) -> list[Gap]:
         return self._registry(lambda: self.registry.gaps(topic, partition))
+
+    def last_stable_offset(self, topic: str, partition: int, info: PartitionInfo | None = None) -> int | None:
+        """The partition's remote last stable offset (``tiered_kafka.transactions.remote_last_stable_offset``,
+        from its last registered segment; ``info``: its extent, when already read); None when
+        unknown: no registry entry (a Pinterest-layout bucket) or one that does not know."""
+        if info is None:
+            info = self.partition_info(topic, partition)
+        if info is None or info.is_empty:
+            return None
+
+        def load() -> tuple[int, int] | None:
+            entry = self._registry(lambda: self.registry.find(topic, partition, info.latest_offset))
+            return None if entry is None else (entry.last_offset, entry.open_txn_first_offset)
+
+        found = self._last_entries.get_or_load((topic, partition, info.latest_offset), load)
+        return None if found is None else remote_last_stable_offset(*found)
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
         return self._registry(lambda: self.registry.segments(topic, partition))

@@ -11,8 +11,9 @@ UTF-8 text when they are, else base64 with ``"encoding": "base64"``) or the bare
 shows offsets read out of the range. No consumer group is joined: nothing is committed.
 
 The end under read_committed is the last stable offset (Kafka's, as librdkafka's watermarks
-report it under read_committed; for remote data, the first offset of a transaction whose marker
-is not in remote storage yet): ``cat`` stops there, and passes trailing control batches and
+report it under read_committed; for remote data, the remote last stable offset of
+``tiered_kafka.transactions``: the first offset of the earliest transaction whose marker is not
+in remote storage yet, also when ``--from`` is past it): ``cat`` stops there, saying so, and passes trailing control batches and
 aborted records, which are never delivered.
 
 Never silently empty: ``cat`` exits 0 with no output only for an empty range of an existing

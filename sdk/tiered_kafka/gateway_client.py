@@ -91,14 +91,20 @@ class Plan:
     next_offset: int
     expires_at_ms: int
     gap: PlanGap | None
+    last_stable_offset: int | None = None  # asked with read_committed: the remote LSO (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)
 class RemoteExtent:
+    """Remote storage's extent. ``last_stable_offset``: the remote LSO
+    (``tiered_kafka.transactions.remote_last_stable_offset``), None when unknown; read_committed
+    reads of remote data deliver nothing at or past it."""
+
     earliest_offset: int
     latest_offset: int
     segment_count: int
     total_bytes: int
+    last_stable_offset: int | None = None
 
     def holds(self, offset: int) -> bool:
         return self.earliest_offset <= offset <= self.latest_offset
@@ -166,14 +172,19 @@ class GatewayClient:
                 latest_offset=_field(remote, "latest_offset", int),
                 segment_count=_field(remote, "segment_count", int),
                 total_bytes=_field(remote, "total_bytes", int),
+                last_stable_offset=_optional_int(remote.get("last_stable_offset"), "last_stable_offset"),
             ),
             kafka_log_start_offset=None if kafka is None else _field(kafka, "log_start_offset", int),
             kafka_high_watermark=None if kafka is None else _field(kafka, "high_watermark", int),
         )
 
-    def plan(self, topic: str, partition: int, offset: int, max_bytes: int) -> Plan:
-        """The read plan from ``offset``; ``OffsetNotRemoteError`` when remote storage lacks it."""
-        body = self._get_json(f"{_partition_path(topic, partition)}/plan", params={"offset": offset, "max_bytes": max_bytes})
+    def plan(self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False) -> Plan:
+        """The read plan from ``offset``; ``OffsetNotRemoteError`` when remote storage lacks it.
+        ``read_committed``: the plan also carries the remote last stable offset."""
+        params: dict[str, Any] = {"offset": offset, "max_bytes": max_bytes}
+        if read_committed:
+            params["isolation_level"] = "read_committed"
+        body = self._get_json(f"{_partition_path(topic, partition)}/plan", params=params)
         segment = _field(body, "segment", dict)
         ranges = tuple(
             PlannedRange(
@@ -200,6 +211,7 @@ class GatewayClient:
             next_offset=_field(body, "next_offset", int),
             expires_at_ms=_field(body, "expires_at_ms", int),
             gap=None if gap is None else PlanGap(_field(gap, "start_offset", int), _field(gap, "end_offset", int), _field(gap, "reason", str)),
+            last_stable_offset=_optional_int(body.get("last_stable_offset"), "last_stable_offset"),
         )
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
@@ -281,6 +293,13 @@ class _Retry(Exception):
 
 def _partition_path(topic: str, partition: int) -> str:
     return f"/topics/{quote(topic, safe='')}/partitions/{partition}"
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    """An optional integer field (absent or null: None, e.g. from a gateway older than the field)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise GatewayRequestError(f"gateway answered a non-integer {name} {value!r}", status=200, code="malformed_response")
 
 
 def _field(body: Any, name: str, kind: type[T]) -> T:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
 from tiered_kafka.format.record_batch import ControlRecordType, Record, RecordBatch, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.transactions import CommittedFilter
+from tiered_kafka.transactions import CommittedFilter, Fate
 
 #: bytes per plan when scanning for ``visible_until``
 SCAN_PLAN_BYTES = 1024 * 1024
@@ -98,8 +98,9 @@ class Visibility:
 
     ``stable_end``: where reading must stop for now (read_uncommitted: ``end``; read_committed: the
     first offset of the earliest transaction still open in remote storage, Kafka's last stable
-    offset, capped at ``end``). ``has_records``: whether any record in ``start..stable_end-1``
-    would be delivered (False when only control batches, aborted or filtered records remain).
+    offset, capped at ``end``; below ``start`` when that transaction began before it).
+    ``has_records``: whether any record in ``start..stable_end-1`` would be delivered (False when
+    only control batches, aborted or filtered records remain).
     ``known``: False when remote storage could not answer (offsets not remote, or a recorded gap
     in the way): then nothing is concluded.
     """
@@ -117,14 +118,19 @@ def visible_until(client: GatewayClient, topic: str, partition: int, start: int,
     (an open transaction, trailing control batches) from "the rest is still coming".
     """
     committed = CommittedFilter() if read_committed else None
-    offset, has_records = start, False
+    offset, has_records, lso = start, False, None
     while offset < end:
         try:
-            plan = client.plan(topic, partition, offset, SCAN_PLAN_BYTES)
+            plan = client.plan(topic, partition, offset, SCAN_PLAN_BYTES, read_committed=read_committed)
         except OffsetNotRemoteError:
             return Visibility(end, True, known=False)
         if plan.gap is not None:
             return Visibility(end, True, known=False)
+        if committed is not None:  # nothing at or past the remote last stable offset (tiered_kafka.transactions)
+            committed.set_stable_end(plan.last_stable_offset)
+            lso = committed.stable_end
+            released = [r for b, fate in committed.take_released() if fate is Fate.DELIVER for r in b.records]
+            has_records = has_records or any(start <= r.offset < end for r in released)
         for planned in plan.ranges:
             if planned.first_offset >= end:
                 break
@@ -136,4 +142,6 @@ def visible_until(client: GatewayClient, topic: str, partition: int, start: int,
         offset = plan.next_offset
     held = None if committed is None else committed.first_held_offset
     stable_end = end if held is None else max(start, min(end, held))
+    if lso is not None and lso < stable_end:  # the remote LSO: may be below start (a transaction opened before it)
+        stable_end = lso
     return Visibility(stable_end, has_records)

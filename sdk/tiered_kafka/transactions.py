@@ -29,8 +29,9 @@ timestamp, ``TieredConsumer`` (and so the CLI), and the Spark source and its bac
   of producer P whose last offset is at or past an aborted transaction's first offset is handled,
   that transaction's producer becomes *aborting*; a transactional batch of an aborting producer is
   dropped; P's ABORT marker ends it. Such a batch is decided at once, without waiting for the
-  marker. A batch no entry aborts still needs its COMMIT marker: remote storage has no LSO that
-  would vouch for it (a Kafka broker only sends data below the LSO, so its consumer never waits).
+  marker. A batch no entry aborts still needs its COMMIT marker, in the
+  data read or read ahead (a Kafka broker only sends data below the LSO, so its consumer never
+  waits; the remote LSO below only bounds what is delivered, it does not decide a batch).
 - *Look-ahead*: a reader whose window ends with undecided records reads on for markers only
   (``look_ahead``); a marker seen there decides the held batches of its producer before it, and
   batches pushed later (a look-ahead marker decides them as if it had been pushed).
@@ -56,10 +57,26 @@ Records are counted as they are decided: ``delivered_records``, ``aborted_record
 ``control_records`` (the batches' record counts; a compacted batch may hold fewer records than
 its offset range).
 
-A read that starts at offset S only knows the transactions whose records or markers it reads:
-a transaction opened before S and still open does not hold back the records at and after S (a
-broker's LSO would). Those records are final either way (non-transactional, or decided by
-their own markers); only when they are delivered differs, never whether.
+**The remote last stable offset** (``remote_last_stable_offset``): a read that starts at offset S
+only knows the transactions whose records or markers it reads, so a transaction opened before S
+and still open would not hold back the records at and after S, while a broker's LSO does. The
+registry closes that: each segment entry records ``open_txn_first_offset``, the smallest
+``currentTxnFirstOffset`` of Kafka's producer snapshot taken at the segment's end (Java
+``ProducerStateManager.writeSnapshot`` at roll; the agent ships it with the segment and
+cross-checks it with the batches). The remote LSO of a partition is that value for its *last*
+registered segment when a transaction is open there, else (none open) the end of remote data
+(last offset + 1): exactly what a broker's LSO would be if its log ended where remote storage
+ends. Every remote reader under read_committed delivers nothing at or past it, from whatever
+offset it starts: ``CommittedFilter(stable_end=...)`` holds every batch whose base offset is at or
+past it (``set_stable_end`` raises it as more segments are uploaded; held batches then go through
+the rule above). The LSO only grows as segments are added (a new segment's open transactions
+began at or after the previous LSO, or were already open), so a reader may use a value read
+earlier: it is then only more conservative. When the last segment's value is unknown (no
+snapshot, e.g. a broker before 0.11 or a bucket written by Pinterest's uploader, a snapshot
+contradicting the batches, an entry from before the field) the remote LSO is unknown (None) and
+readers keep the behaviour without it: a transaction opened before S and still open does not hold
+back the records at and after S. Those records are final either way (non-transactional, or
+decided by their own markers); only when they are delivered differs, never whether.
 """
 
 from __future__ import annotations
@@ -72,6 +89,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tiered_kafka.format.record_batch import ControlRecordType
 from tiered_kafka.format.txn_index import AbortedTxn
+from tiered_kafka.registry import NO_OPEN_TXN
 
 R = TypeVar("R")
 
@@ -98,6 +116,21 @@ class Fate(enum.Enum):
     UNDECIDED = "undecided"  # its transaction's marker is not in the data read (only from drain())
 
 
+def remote_last_stable_offset(last_segment_last_offset: int, open_txn_first_offset: int) -> int | None:
+    """The remote LSO (module doc) from the partition's last registered segment: its
+    ``open_txn_first_offset`` when a transaction is open there, ``last_segment_last_offset + 1``
+    when none is (``NO_OPEN_TXN``), None when unknown (any other value: ``OPEN_TXN_UNKNOWN``).
+
+    >>> remote_last_stable_offset(99, 40), remote_last_stable_offset(99, -1), remote_last_stable_offset(99, -2)
+    (40, 100, None)
+    """
+    if open_txn_first_offset >= 0:
+        return min(open_txn_first_offset, last_segment_last_offset + 1)
+    if open_txn_first_offset == NO_OPEN_TXN:
+        return last_segment_last_offset + 1
+    return None
+
+
 _MARKER_FATE = {ControlRecordType.COMMIT: Fate.DELIVER, ControlRecordType.ABORT: Fate.ABORTED}
 
 
@@ -112,7 +145,10 @@ class _Held:
 class CommittedFilter(Generic[R]):
     """The rule of the module doc for one partition read in offset order (not thread-safe)."""
 
-    def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
+    def __init__(self, aborted: Iterable[AbortedTxn] = (), *, stable_end: int | None = None) -> None:
+        """``stable_end``: the remote LSO (``remote_last_stable_offset``); None: unknown, no limit."""
+        self._stable_end = stable_end
+        self._beyond: deque[Any] = deque()  # batches pushed at or past stable_end, in offset order, not yet ruled on
         self._held: deque[_Held] = deque()
         self._open: dict[int, list[_Held]] = {}  # producer id -> its undecided held batches
         self._pending: list[tuple[int, int, int]] = []  # aborted txns not reached yet: (first, last, producer), sorted
@@ -130,8 +166,26 @@ class CommittedFilter(Generic[R]):
     # -- state ---------------------------------------------------------------------------------
     @property
     def first_held_offset(self) -> int | None:
-        """The first offset still held (behind an undecided transaction), or None when nothing is."""
-        return self._held[0].batch.base_offset if self._held else None
+        """The first offset still held (behind an undecided transaction, or at or past the
+        stable end), or None when nothing is."""
+        if self._held:
+            return self._held[0].batch.base_offset
+        return self._beyond[0].base_offset if self._beyond else None
+
+    @property
+    def stable_end(self) -> int | None:
+        return self._stable_end
+
+    def set_stable_end(self, stable_end: int | None) -> None:
+        """A new remote LSO (None: unknown, no limit). It never moves back: a smaller value is
+        ignored. Batches held at or past the old one and below the new one go through the rule
+        (decided ones are returned by the next push, or ``take_released``)."""
+        if stable_end is not None and self._stable_end is not None and stable_end <= self._stable_end:
+            return
+        self._stable_end = stable_end
+        beyond = self._beyond
+        while beyond and (stable_end is None or beyond[0].base_offset < stable_end):
+            self._released.extend(self._rule(beyond.popleft()))
 
     @property
     def undecided(self) -> bool:
@@ -174,7 +228,13 @@ class CommittedFilter(Generic[R]):
 
     def push(self, batch: BatchLike[R]) -> list[R]:
         """The next batch in offset order; returns the records now delivered, in offset order."""
-        if batch.control is None and not batch.transactional and not self._held and not self._released:
+        if (
+            batch.control is None
+            and not batch.transactional
+            and not self._held
+            and not self._released
+            and (self._stable_end is None or batch.base_offset < self._stable_end)
+        ):
             self._position = batch.last_offset + 1
             self.delivered_records += len(batch.records)
             return batch.records  # the common case: nothing waits
@@ -185,9 +245,19 @@ class CommittedFilter(Generic[R]):
         return out
 
     def push_decisions(self, batch: BatchLike[R]) -> list[tuple[BatchLike[R], Fate]]:
-        """Like ``push``: the batches now decided, in offset order, each with its fate (never UNDECIDED)."""
+        """Like ``push``: the batches now decided, in offset order, each with its fate (never UNDECIDED).
+        A batch at or past the stable end is held, undecided, until ``set_stable_end`` passes it."""
         out = self._released
         self._released = []
+        if self._beyond or (self._stable_end is not None and batch.base_offset >= self._stable_end):
+            self._beyond.append(batch)
+            return out
+        out.extend(self._rule(batch))
+        return out
+
+    def _rule(self, batch: BatchLike[R]) -> list[tuple[BatchLike[R], Fate]]:
+        """The rule for the next batch below the stable end: the batches it decides, in offset order."""
+        out: list[tuple[BatchLike[R], Fate]] = []
         self._position = max(self._position, batch.last_offset + 1)
         producer = batch.producer_id
         if producer != NO_PRODUCER_ID and self._pending:
@@ -216,7 +286,8 @@ class CommittedFilter(Generic[R]):
 
     def drain(self) -> list[tuple[BatchLike[R], Fate]]:
         """End of a bounded read: every held batch in offset order, ``Fate.UNDECIDED`` for those whose
-        transaction is still open (not counted as delivered or aborted); the filter is empty after."""
+        transaction is still open or that are at or past the stable end (not counted as delivered
+        or aborted; a control batch there is ``Fate.CONTROL``); the filter is empty after."""
         out = self._released
         self._released = []
         while self._held:
@@ -226,6 +297,12 @@ class CommittedFilter(Generic[R]):
             else:
                 self._count(held.batch, held.fate)
                 out.append((held.batch, held.fate))
+        for batch in self._beyond:  # at or past the stable end: markers are still markers, the rest waits
+            fate = Fate.UNDECIDED if batch.control is None else Fate.CONTROL
+            if fate is Fate.CONTROL:
+                self._count(batch, fate)
+            out.append((batch, fate))
+        self._beyond.clear()
         self._open.clear()
         return out
 

@@ -158,7 +158,7 @@ def test_malformed_members(member: str) -> None:
 
 
 def test_to_fields_layout() -> None:
-    fields = entry(aborted_txns=2, control_records=5).to_fields()
+    fields = entry(aborted_txns=2, control_records=5, open_txn_first_offset=150).to_fields()
     assert tuple(fields) == SEGMENT_FIELDS
     assert fields == {
         "object_key": "prefix/01011/kafkaCluster1/orders-3/00000000000000000100.log",
@@ -174,9 +174,20 @@ def test_to_fields_layout() -> None:
         "files": "log,index,timeindex,snapshot",
         "aborted_txns": "2",
         "control_records": "5",
+        "open_txn_first_offset": "150",
     }
     assert all(isinstance(v, str) for v in fields.values())
     assert entry().member == "00000000000000000100:00000000000000000199"
+
+
+def test_open_txn_first_offset_unknown_when_absent_and_checked() -> None:
+    fields = entry(open_txn_first_offset=-1).to_fields()
+    assert SegmentEntry.from_fields("orders", 3, fields).open_txn_first_offset == -1
+    del fields["open_txn_first_offset"]  # an entry registered before the field
+    assert SegmentEntry.from_fields("orders", 3, fields).open_txn_first_offset == -2
+    for bad in (-3, 200, True):
+        with pytest.raises(RegistryValueError, match="open_txn_first_offset"):
+            entry(open_txn_first_offset=bad)
 
 
 def test_from_fields_round_trip_with_str_and_bytes() -> None:
@@ -207,7 +218,7 @@ def test_entries_registered_before_the_transaction_fields_read_them_as_unknown()
     assert entry().to_dict()["aborted_txns"] == -1
     for name in OPTIONAL_SEGMENT_FIELDS:
         with pytest.raises(RegistryValueError, match=name):
-            entry(**{name: -2})
+            entry(**{name: -3})
         with pytest.raises(MalformedRegistryDataError, match=name):
             SegmentEntry.from_fields("orders", 3, {**entry().to_fields(), name: "x"})
 

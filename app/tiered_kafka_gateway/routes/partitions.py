@@ -10,7 +10,7 @@ Offsets before the coverage start and recorded gaps are reported as such (``cove
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -70,7 +70,13 @@ def get_partition(cluster: Cluster, topic: Topic, partition: PartitionId) -> Par
     info = cluster.partition_info(topic, partition)
     remote = None
     if info is not None and not info.is_empty:
-        remote = RemoteExtent(earliest_offset=info.earliest_offset, latest_offset=info.latest_offset, segment_count=info.segment_count, total_bytes=info.total_bytes)
+        remote = RemoteExtent(
+            earliest_offset=info.earliest_offset,
+            latest_offset=info.latest_offset,
+            segment_count=info.segment_count,
+            total_bytes=info.total_bytes,
+            last_stable_offset=cluster.last_stable_offset(topic, partition, info),
+        )
     coverage = cluster.coverage_start(topic, partition)
     gaps = [GapOut(start_offset=g.start_offset, end_offset=g.end_offset, reason=g.reason) for g in cluster.gaps(topic, partition)]
     kafka = kafka_error = None
@@ -111,6 +117,9 @@ def locate(
     partition: PartitionId,
     offset: Offset,
     max_bytes: Annotated[int | None, Query(ge=1, description="bytes to plan (default: default_max_bytes)")] = None,
+    isolation_level: Annotated[
+        IsolationLevel, Query(description="read_committed: the plan also carries the remote last stable offset (one more registry read)")
+    ] = IsolationLevel.READ_UNCOMMITTED,
 ) -> Response:
     settings = cluster.settings
     wanted = settings.default_max_bytes if max_bytes is None else max_bytes
@@ -130,6 +139,7 @@ def locate(
         next_offset=plan.ranges[-1].last_offset + 1,
         expires_at_ms=plan.expires_at_ms,
         gap=None if plan.gap is None else GapOut(start_offset=plan.gap.start_offset, end_offset=plan.gap.end_offset, reason=plan.gap.reason),
+        last_stable_offset=cluster.last_stable_offset(topic, partition) if isolation_level is IsolationLevel.READ_COMMITTED else None,
     )
     # the hot path: serialized once here (built through the model, so it matches the schema),
     # instead of being validated again by FastAPI's response_model machinery
@@ -175,8 +185,9 @@ def remote_offset_for_timestamp(
     remote storage (``tiered_kafka.transactions``: no marker of its producer after it in remote
     data, read ahead for markers only as the records endpoint does), the answer is None. A record
     of an aborted transaction is answered, as Kafka does: a read_committed reader starting there
-    skips it. Transactions of other producers opened before the record are not searched for
-    (remote storage keeps no LSO)."""
+    skips it. Nor is an offset at or past the remote last stable offset answered
+    (``ClusterReader.last_stable_offset``; when unknown, transactions of other producers opened
+    before the record are not searched for)."""
     segments = cluster.segments(topic, partition)
     if not segments and cluster.partition_info(topic, partition) is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
@@ -195,11 +206,19 @@ def remote_offset_for_timestamp(
                         continue
                     for record in batch:
                         if record.timestamp is not None and record.timestamp >= timestamp:
-                            if isolation_level is IsolationLevel.READ_COMMITTED and not _decided(cluster, topic, partition, segment, decode_batch(batch, with_records=False)):
+                            if isolation_level is IsolationLevel.READ_COMMITTED and not _committed_visible(cluster, topic, partition, segment, batch, record.offset):
                                 return None
                             return record.offset, record.timestamp
             position += header.size
     return None
+
+
+def _committed_visible(cluster: Cluster, topic: str, partition: int, segment: SegmentEntry, batch: Any, offset: int) -> bool:
+    """Whether read_committed may answer ``offset`` (of ``batch``): below the remote LSO, and decided."""
+    stable_end = cluster.last_stable_offset(topic, partition)
+    if stable_end is not None and offset >= stable_end:
+        return False
+    return _decided(cluster, topic, partition, segment, decode_batch(batch, with_records=False))
 
 
 def _decided(cluster: Cluster, topic: str, partition: int, segment: SegmentEntry, batch: DecodedBatch) -> bool:

@@ -135,12 +135,13 @@ class Broker:
             raise
 
     async def _start(self) -> None:
+        # transactions left in a Prepare state get their markers before any client can read or write
+        self.transactions.recover()
+        await self.groups.start()
         self._server = await asyncio.start_server(self._serve_connection, self.config.host, self.config.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        await self.groups.start()
-        self.transactions.recover()
         self._tasks = [
-            asyncio.create_task(self._every(self.config.transaction_abort_interval_ms, self._abort_timed_out_transactions)),
+            asyncio.create_task(self._every(self.config.transaction_abort_interval_ms, self._transaction_upkeep)),
             asyncio.create_task(self._every(self.config.retention_check_interval_ms, self.logs.apply_retention)),
             asyncio.create_task(self._every(self.config.checkpoint_interval_ms, self.logs.write_checkpoints)),
         ]
@@ -181,8 +182,12 @@ class Broker:
         plog.append(marker, leader_epoch=handlers_data.LEADER_EPOCH, origin=AppendOrigin.COORDINATOR)
         return True
 
-    def _abort_timed_out_transactions(self) -> None:
-        if self.transactions.abort_timed_out():
+    def _transaction_upkeep(self) -> None:
+        """The coordinator's periodic work: retry the markers of transactions still in a Prepare
+        state (Kafka's marker channel retries), then abort timed-out ones."""
+        retried = self.transactions.retry_markers()
+        aborted = self.transactions.abort_timed_out()
+        if retried or aborted:
             self.logs.notify_appended()
 
     # -- connections -----------------------------------------------------------------------

@@ -18,9 +18,20 @@ Rules followed:
   else PRODUCER_FENCED. An exhausted epoch (32766) gets a new producer id.
 - Every other request needs the current producer id (else INVALID_PRODUCER_ID_MAPPING) and epoch
   (else PRODUCER_FENCED; the handlers answer INVALID_PRODUCER_EPOCH to versions older than KIP-588's).
-- EndTxn writes a COMMIT or ABORT marker into every partition of the transaction, as Kafka's
-  WriteTxnMarkers does, then completes. A retried EndTxn of a completed transaction with the same
-  result answers NONE; the other result, or an Empty transaction, INVALID_TXN_STATE.
+- EndTxn moves the transaction to PrepareCommit/PrepareAbort (saved), then writes a COMMIT or ABORT
+  marker into every partition of the transaction, as Kafka's WriteTxnMarkers does. Each partition
+  whose marker is written, or which no longer exists, leaves the transaction (Kafka's
+  ``TransactionMetadata.removePartition``); the transaction completes when none is left (and only
+  then are its TxnOffsetCommit offsets committed). A marker the log refuses or cannot write
+  (LogWriteError, AppendRefusedError included) keeps the transaction in its Prepare state:
+  ``retry_markers`` (the periodic task) writes the missing ones again until they succeed, as
+  Kafka's ``TransactionMarkerChannelManager`` retries WriteTxnMarkers. Meanwhile EndTxn answers
+  CONCURRENT_TRANSACTIONS (what Kafka answers an EndTxn during PrepareCommit/PrepareAbort; both
+  librdkafka and the Java client retry it) and tries the missing markers again on each retry, as
+  InitProducerId does; once complete, a retry with the same result answers NONE. The other result,
+  or an Empty transaction, gets INVALID_TXN_STATE. InitProducerId, AddPartitionsToTxn,
+  AddOffsetsToTxn and TxnOffsetCommit get CONCURRENT_TRANSACTIONS too while markers are pending
+  (Kafka's answers in a Prepare state).
 - TxnOffsetCommit keeps the offsets pending; the commit marker makes them the group's committed
   offsets, an abort discards them (Kafka's ``GroupMetadataManager.handleTxnCompletion``).
 - A transaction Ongoing longer than its timeout is aborted by ``abort_timed_out`` (Kafka's
@@ -29,8 +40,9 @@ Rules followed:
   that it may recover through InitProducerId with KIP-360's producer id and epoch.
 
 Deliberate differences from Kafka: one coordinator for every transactional.id (coordinator epoch 0);
-markers are written before EndTxn answers (Kafka answers after PrepareCommit and writes them
-asynchronously), so the Prepare states are never seen by a client; transactional ids never expire.
+markers are written before EndTxn answers NONE (Kafka answers once PrepareCommit is logged and
+writes them asynchronously), so a client's successful commit means every marker is in its log;
+transactional ids never expire.
 
 State lives in memory and in ``{log.dir}/dev-broker-transactions.json`` (in Kafka: the compacted
 ``__transaction_state`` topic), rewritten atomically after every change and read once at startup::
@@ -88,6 +100,11 @@ class TxnState(enum.Enum):
     COMPLETE_ABORT = "CompleteAbort"
 
 
+PREPARE_STATES = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+#: a marker that keeps failing is logged at WARNING on its first failure and every this many retries
+MARKER_FAILURE_LOG_EVERY = 60
+
+
 @dataclass
 class TxnMetadata:
     """One transactional.id (Kafka's ``TransactionMetadata``)."""
@@ -128,6 +145,8 @@ class TransactionCoordinator:
         self._max_timeout_ms = max_timeout_ms
         self._clock = clock
         self._txns: dict[str, TxnMetadata] = {}
+        #: (transactional id, partition) -> consecutive failed attempts at writing its marker
+        self._marker_failures: dict[tuple[str, TopicPartition], int] = {}
         self._next_producer_id = FIRST_PRODUCER_ID
         if path is not None and path.exists():
             self._load(path)
@@ -136,10 +155,17 @@ class TransactionCoordinator:
     def recover(self) -> None:
         """Finish what a crash interrupted: a transaction saved in a Prepare state gets its markers
         (again: a marker closing no open transaction changes nothing), as Kafka's coordinator does
-        when it loads ``__transaction_state``."""
-        for txn in list(self._txns.values()):
-            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._complete(txn, commit=txn.state is TxnState.PREPARE_COMMIT)
+        when it loads ``__transaction_state``. Markers that still cannot be written are left to
+        ``retry_markers``. Run it before the broker listens."""
+        self.retry_markers()
+
+    def retry_markers(self) -> list[str]:
+        """Write the missing markers of every transaction in a Prepare state (the periodic task);
+        returns the transactional ids that had markers pending."""
+        pending = [t for t in self._txns.values() if t.state in PREPARE_STATES]
+        for txn in pending:
+            self._write_markers(txn)
+        return [t.transactional_id for t in pending]
 
     def producer_ids(self) -> dict[str, tuple[int, int]]:
         """transactional.id -> (producer id, epoch), for tests and diagnostics."""
@@ -171,6 +197,8 @@ class TransactionCoordinator:
             return ErrorCode.none, txn.producer_id, txn.producer_epoch
         if expected_id >= 0 and expected_id != txn.producer_id:
             return ErrorCode.producer_fenced, -1, -1
+        if txn.state in PREPARE_STATES and not self._write_markers(txn):
+            return ErrorCode.concurrent_transactions, -1, -1  # Kafka's answer while markers are pending
         if txn.state is TxnState.ONGOING:
             self._fence_and_abort(txn, "InitProducerId of a new instance")
             return ErrorCode.concurrent_transactions, -1, -1
@@ -195,8 +223,8 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping, None
         if txn.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced, None
-        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions, None
+        if txn.state in PREPARE_STATES:
+            return ErrorCode.concurrent_transactions, None  # markers pending: the client retries
         return ErrorCode.none, txn
 
     def _begin(self, txn: TxnMetadata) -> None:
@@ -263,16 +291,20 @@ class TransactionCoordinator:
 
     # -- ending ----------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        """EndTxn (Kafka's ``handleEndTransaction`` from a client)."""
-        error, txn = self._validate(transactional_id, producer_id, producer_epoch)
-        if txn is None:
-            return error
+        """EndTxn (Kafka's ``handleEndTransaction`` from a client): NONE once every marker is
+        written, CONCURRENT_TRANSACTIONS (retriable) while some are still missing."""
+        txn = self._txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if txn.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced
         if txn.state is TxnState.ONGOING:
-            self._complete(txn, commit)
-            return ErrorCode.none
-        if txn.state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
-            return ErrorCode.none  # a retry of an EndTxn that succeeded
-        return ErrorCode.invalid_txn_state
+            self._prepare(txn, commit)
+        elif txn.state is not (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            if txn.state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
+                return ErrorCode.none  # a retry of an EndTxn that succeeded
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none if self._write_markers(txn) else ErrorCode.concurrent_transactions
 
     def abort_timed_out(self) -> list[str]:
         """Abort every transaction Ongoing for longer than its timeout; their transactional ids."""
@@ -288,25 +320,43 @@ class TransactionCoordinator:
         if txn.producer_epoch < MAX_EPOCH:
             txn.last_producer_epoch = txn.producer_epoch
             txn.producer_epoch += 1
-        self._complete(txn, commit=False)
+        self._prepare(txn, commit=False)
+        self._write_markers(txn)
 
-    def _complete(self, txn: TxnMetadata, commit: bool) -> None:
+    def _prepare(self, txn: TxnMetadata, commit: bool) -> None:
+        """Ongoing -> PrepareCommit/PrepareAbort, saved before any marker is written."""
         txn.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         self._save()
+
+    def _write_markers(self, txn: TxnMetadata) -> bool:
+        """Write the marker of every partition still in the Prepare transaction ``txn``; a partition
+        leaves it once its marker is written (or it no longer exists). Completes the transaction
+        and returns True when none is left; False (still Prepare) when a marker failed."""
+        commit = txn.state is TxnState.PREPARE_COMMIT
         kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         for topic, partition in sorted(txn.partitions):
             marker = txn_marker.build(kind, producer_id=txn.producer_id, producer_epoch=txn.producer_epoch, coordinator_epoch=COORDINATOR_EPOCH, timestamp=self._clock())
+            key = (txn.transactional_id, (topic, partition))
             try:
                 if not self._write_marker(topic, partition, marker):
                     log.warning("transaction %s: partition %s-%d is gone; no marker written", txn.transactional_id, topic, partition)
-            except LogWriteError:  # Kafka's WriteTxnMarkers gives up on a partition it cannot write
-                log.exception("transaction %s: writing the %s marker to %s-%d failed", txn.transactional_id, kind.name, topic, partition)
+            except LogWriteError as err:  # kept for a retry, as Kafka's marker channel retries
+                failures = self._marker_failures[key] = self._marker_failures.get(key, 0) + 1
+                level = logging.WARNING if failures % MARKER_FAILURE_LOG_EVERY == 1 else logging.DEBUG
+                log.log(level, "transaction %s: writing the %s marker to %s-%d failed (attempt %d; retried): %s", txn.transactional_id, kind.name, topic, partition, failures, err)
+                continue
+            self._marker_failures.pop(key, None)
+            txn.partitions.discard((topic, partition))
+        if txn.partitions:
+            self._save()
+            return False
         if commit:
             for group_id, offsets in txn.pending_offsets.items():
                 self._commit_offsets(group_id, offsets)
         txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         txn.partitions, txn.groups, txn.pending_offsets, txn.txn_start_ms = set(), set(), {}, -1
         self._save()
+        return True
 
     # -- persistence -----------------------------------------------------------------------
     def _save(self) -> None:

@@ -220,7 +220,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
             pool=self._pool,
             convert=to_messages,
             plan_max_bytes=self._config.plan_max_bytes,
-            tail=modes.tails_remote(self._mode),
+            tail=modes.tails_remote(self._mode), read_committed=self._config.read_committed,
             poll_interval_s=self._config.remote_poll_interval_s,
             wake=self._wake,
         )

@@ -6,7 +6,11 @@ the handoff's events:
 
 - a DATA chunk's records at or after the position go to ``ready``; under read_committed they pass
   ``tiered_kafka.transactions.CommittedFilter`` first (no aborted record, no control record, nothing
-  behind an undecided transaction). ``skip_to`` is the offset after the last batch fully decided,
+  behind an undecided transaction, nothing at or past the remote last stable offset: each chunk
+  carries the one its plan was made with, and ``CommittedFilter.set_stable_end`` raises the
+  filter's to it before its batches, releasing what the new value passes; so a REMOTE_ONLY reader
+  waits at the remote LSO and goes on once the transaction's marker is uploaded, and the others
+  hand over to Kafka there). ``skip_to`` is the offset after the last batch fully decided,
   so a position passes trailing control batches (committed lag reaches 0);
 - END, BELOW_START and GAP chunks become ``remote_end``, ``remote_below_start`` and ``gap``, with
   the filter's ``first_held_offset`` as the handoff point (Kafka's own read_committed takes over
@@ -26,7 +30,7 @@ from tiered_kafka.consumer.handoff import Decision, Handoff
 from tiered_kafka.consumer.prefetch import Chunk, ChunkKind, RemoteReader
 from tiered_kafka.consumer.tiers import is_authorization_failure
 from tiered_kafka.errors import OffsetNotRemoteError
-from tiered_kafka.transactions import CommittedFilter
+from tiered_kafka.transactions import CommittedFilter, Fate
 
 
 class AuthorizationFailure(Exception):
@@ -95,6 +99,11 @@ class PartitionState:
             raise
         ready = self.ready
         committed = self.committed_filter
+        if committed is not None:
+            committed.set_stable_end(chunk.stable_end)
+            for batch, fate in committed.take_released():
+                if fate is Fate.DELIVER:
+                    ready.extend(m for m in batch.records if m.offset() >= position)
         for batch in batches:
             if batch.last_offset < position:
                 continue

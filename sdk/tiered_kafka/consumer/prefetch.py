@@ -137,6 +137,7 @@ class Chunk:
     gap: PlanGap | None = None
     error: BaseException | None = None
     earliest: int | None = None  # BELOW_START: the first offset remote storage holds
+    stable_end: int | None = None  # DATA, read_committed: the remote LSO when the range was planned (None: unknown)
 
 
 class RemoteReader:
@@ -156,7 +157,9 @@ class RemoteReader:
         tail: bool,
         poll_interval_s: float,
         wake: threading.Event,
+        read_committed: bool = False,
     ) -> None:
+        """``read_committed``: plans carry the remote LSO, and so do their DATA chunks."""
         self.topic = topic
         self.partition = partition
         self.start_offset = offset
@@ -168,6 +171,7 @@ class RemoteReader:
         self._tail = tail
         self._poll_interval_s = poll_interval_s
         self._wake = wake
+        self._read_committed = read_committed
         self._chunks: deque[Chunk] = deque()
         self._held = 0  # bytes reserved by this reader's chunks
         self._lock = threading.Lock()
@@ -230,7 +234,7 @@ class RemoteReader:
             while not self._stop.is_set():
                 try:
                     max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * self._budget.factor)))
-                    plan = self._client.plan(self.topic, self.partition, offset, max_bytes)
+                    plan = self._client.plan(self.topic, self.partition, offset, max_bytes, read_committed=self._read_committed)
                     if self._stop.is_set():
                         return
                 except OffsetNotRemoteError as err:
@@ -248,7 +252,7 @@ class RemoteReader:
                         return
                     with self._lock:
                         self._held += reserve
-                    chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=reserve)
+                    chunk = Chunk(ChunkKind.DATA, planned.first_offset, reserved=reserve, stable_end=plan.last_stable_offset)
                     try:
                         chunk.future = self._pool.submit(self._load, plan.object_key, planned, chunk)
                     except RuntimeError:  # the pool shut down: the consumer is closing

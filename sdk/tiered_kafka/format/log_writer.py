@@ -11,15 +11,8 @@ Roll (``LogSegment.shouldRoll``), checked before an append of ``messagesSize`` b
   The new segment is based at the first offset being appended; the old one gets its final
   time index entry and its index files are trimmed to their entries.
 
-Indexes (``LogSegment.append``), per batch, *before* counting the batch's bytes:
-    if bytesSinceLastIndexEntry > index.interval.bytes:
-        offset index += (batch.lastOffset, position of the batch)
-        time index   += (maxTimestampSoFar, offsetOfMaxTimestampSoFar) if the timestamp grew
-        bytesSinceLastIndexEntry = 0
-    bytesSinceLastIndexEntry += batch size
-  where maxTimestampSoFar/offsetOfMaxTimestampSoFar track the largest batch maxTimestamp and
-  the offset of the first record holding it (checked against broker-written fixtures). Active index files are preallocated (sparse, zero-filled) to
-  segment.index.bytes, as Kafka's mmap'd indexes are.
+Indexes and the ``.txnindex`` of each segment: ``log_segment`` (Java ``LogSegment``). Loading and
+recovery on ``open``: ``log_recovery`` (Java ``LogLoader``). Reads: ``log_reader``.
 
 Retention (``UnifiedLog.deleteOldSegments``), oldest segment first, stopping at the first
 segment that does not qualify, never deleting an empty active segment:
@@ -42,22 +35,27 @@ validates each append and tracks open transactions; the last stable offset is th
 the earliest one, else the log end offset. An ABORT marker closing a transaction adds an AbortedTxn
 (producer, first offset, marker offset, LSO after it) to the ``.txnindex`` of the segment receiving
 the marker, created on its first entry. Rolling writes the producer state as ``{base}.snapshot``
-(``producer_snapshot``); a snapshot goes with its segment when retention deletes it. ``open``
-rebuilds the producer state from the newest snapshot and the batches after it, and the active
-segment's ``.txnindex`` from those batches (Kafka's ``LogSegment.recover``); snapshots past the log
-end or below the first segment are deleted (``ProducerStateManager.truncateAndReload``).
+(``producer_snapshot``); a snapshot goes with its segment when retention deletes it; on ``open``,
+snapshots past the log end or below the first segment are deleted
+(``ProducerStateManager.truncateAndReload``).
+
+Who appends (``origin``, ``producer_state.AppendOrigin``) decides the checks. ``append`` defaults to
+REPLICATION (no producer-state or max.message.bytes check), because most of its callers lay down a
+log that a producer already wrote: tests, fixtures, benchmarks and replays build logs by hand with
+arbitrary sequences. The one path that appends on a producer's behalf, the development broker's
+Produce handler, passes CLIENT, and its transaction coordinator passes COORDINATOR. (Kafka's
+``appendAsLeader`` defaults to CLIENT; with that default the hand-built logs would be refused.)
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from tiered_kafka.errors import AppendRefusedError, FormatError, LogWriteError
+from tiered_kafka.errors import AppendRefusedError, LogWriteError
 from tiered_kafka.format import offset_index, producer_snapshot, time_index, txn_index
 from tiered_kafka.format.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -68,10 +66,11 @@ from tiered_kafka.format.checkpoints import (
 )
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_reader import LogReads
+from tiered_kafka.format.log_recovery import LogRecovery
+from tiered_kafka.format.log_segment import Segment
 from tiered_kafka.format.producer_state import AppendOrigin, ProducerStateManager
 from tiered_kafka.format.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
-    NO_TIMESTAMP,
     Codec,
     RecordBatch,
     iter_batches,
@@ -105,47 +104,7 @@ class AppendInfo:
     duplicate: bool = False
 
 
-@dataclass(slots=True)
-class _Segment:
-    """One segment: its files, size and the state the index rules need."""
-
-    directory: Path
-    base_offset: int
-    created_ms: int
-    index: offset_index.OffsetIndex
-    times: time_index.TimeIndex
-    size: int = 0
-    next_offset: int = 0
-    bytes_since_last_index_entry: int = 0
-    max_timestamp: int = NO_TIMESTAMP
-    offset_of_max_timestamp: int = -1
-    first_batch_timestamp: int | None = None
-    aborted: list[txn_index.AbortedTxn] = field(default_factory=list)  # its .txnindex entries
-
-    @classmethod
-    def empty(cls, directory: Path, base_offset: int, created_ms: int) -> _Segment:
-        return cls(
-            directory,
-            base_offset,
-            created_ms,
-            offset_index.OffsetIndex(base_offset, []),
-            time_index.TimeIndex(base_offset, []),
-            next_offset=base_offset,
-        )
-
-    def path(self, kind: FileKind, suffix: Suffix = Suffix.NONE) -> Path:
-        return self.directory / segment_file_name(self.base_offset, kind, suffix)
-
-    def files(self) -> list[Path]:
-        kinds = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX, FileKind.TXNINDEX, FileKind.SNAPSHOT)
-        return [p for p in (self.path(k) for k in kinds) if p.exists()]
-
-    @property
-    def last_offset(self) -> int:
-        return self.next_offset - 1
-
-
-class PartitionLog(LogReads):
+class PartitionLog(LogRecovery, LogReads):
     """The log of one partition in ``{log.dir}/{topic}-{partition}``.
 
     Not thread-safe: one writer per partition, as in the broker. Use ``create`` for a new
@@ -157,7 +116,7 @@ class PartitionLog(LogReads):
         self.directory = directory
         self.config = config
         self.clock = clock
-        self._segments: list[_Segment] = []
+        self._segments: list[Segment] = []
         self._log_start_offset = 0
         self._epochs: list[EpochEntry] = []
         self._pending_deletes: list[tuple[int, list[Path]]] = []
@@ -230,7 +189,7 @@ class PartitionLog(LogReads):
     def close(self) -> None:
         """Add the active segment's final time index entry and trim its indexes, like a clean shutdown."""
         if self._segments:
-            self._seal(self._active)
+            self._active.seal()
         self._close_log_file()
 
     def __enter__(self) -> PartitionLog:
@@ -313,9 +272,8 @@ class PartitionLog(LogReads):
         self._write_batches(segment, data, batches)
         for batch in batches:
             self._maybe_assign_epoch(batch)
-        for completed, lso in self.producers.apply(pending):
-            if completed.is_aborted:
-                self._append_aborted(segment, txn_index.AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
+        completed = self.producers.apply(pending)
+        segment.append_aborted(txn_index.AbortedTxn(c.producer_id, c.first_offset, c.last_offset, lso) for c, lso in completed if c.is_aborted)
         return AppendInfo(first_offset, last_offset, max_timestamp, base_position, segment.base_offset, len(data))
 
     def _check_sizes(self, data: bytearray, batches: list[RecordBatch], origin: AppendOrigin) -> None:
@@ -334,12 +292,6 @@ class PartitionLog(LogReads):
                 "record_list_too_large",
                 f"an append of {len(data)} bytes exceeds segment.bytes {self.config.segment_bytes} of {self.directory.name}",
             )
-
-    def _append_aborted(self, segment: _Segment, entry: txn_index.AbortedTxn) -> None:
-        """Kafka's ``TransactionIndex.append``: one more entry in the segment's .txnindex (created lazily)."""
-        segment.aborted.append(entry)
-        with open(segment.path(FileKind.TXNINDEX), "ab") as f:
-            f.write(entry.to_bytes())
 
     def _assign_offset(self, batch: RecordBatch, offset: int, leader_epoch: int | None) -> None:
         if batch.magic >= 2:
@@ -368,35 +320,11 @@ class PartitionLog(LogReads):
             return True
         return max_offset - segment.base_offset > MAX_RELATIVE_OFFSET
 
-    def _write_batches(self, segment: _Segment, data: bytearray, batches: list[RecordBatch]) -> None:
+    def _write_batches(self, segment: Segment, data: bytearray, batches: list[RecordBatch]) -> None:
         log_file = self._open_log_file()
         log_file.write(data)
         log_file.flush()
-        self._index_batches(segment, batches)
-
-    def _index_batches(self, segment: _Segment, batches: list[RecordBatch]) -> None:
-        """Apply the index rules of the module docstring to batches just written at segment.size."""
-        index_start = len(segment.index) * offset_index.ENTRY_SIZE
-        time_start = len(segment.times) * time_index.ENTRY_SIZE
-        position = segment.size
-        index_bytes = bytearray()
-        time_bytes = bytearray()
-        for batch in batches:
-            if segment.first_batch_timestamp is None:
-                segment.first_batch_timestamp = batch.max_timestamp
-            if batch.max_timestamp > segment.max_timestamp:
-                segment.max_timestamp = batch.max_timestamp
-                segment.offset_of_max_timestamp = batch.offset_of_max_timestamp()
-            if segment.bytes_since_last_index_entry > self.config.index_interval_bytes:
-                index_bytes += segment.index.append(batch.last_offset, position)
-                time_bytes += segment.times.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
-                segment.bytes_since_last_index_entry = 0
-            position += batch.size
-            segment.bytes_since_last_index_entry += batch.size
-        _write_at(segment.path(FileKind.INDEX), index_start, index_bytes)
-        _write_at(segment.path(FileKind.TIMEINDEX), time_start, time_bytes)
-        segment.size = position
-        segment.next_offset = batches[-1].last_offset + 1
+        segment.index_batches(batches, self.config.index_interval_bytes)
 
     def _maybe_assign_epoch(self, batch: RecordBatch) -> None:
         """Record a new leader epoch's start offset (Java ``LeaderEpochFileCache.assign``)."""
@@ -419,7 +347,7 @@ class PartitionLog(LogReads):
             for path in empty.files():
                 path.unlink()
         else:
-            self._seal(self._active)
+            self._active.seal()
         self._new_segment(base)
         self._write_producer_snapshot(base)
         return base
@@ -430,26 +358,12 @@ class PartitionLog(LogReads):
         write_atomically(path, producer_snapshot.serialize(self.producers.snapshot()))
 
     def _new_segment(self, base_offset: int) -> None:
-        segment = _Segment.empty(self.directory, base_offset, self.clock())
+        segment = Segment.empty(self.directory, base_offset, self.clock())
         if segment.path(FileKind.LOG).exists():
             raise LogWriteError(f"segment {segment.path(FileKind.LOG)} already exists")
         segment.path(FileKind.LOG).touch()
-        self._preallocate_indexes(segment)
+        segment.preallocate_indexes(self.config.segment_index_bytes)
         self._segments.append(segment)
-
-    def _preallocate_indexes(self, segment: _Segment) -> None:
-        """Create empty index files sized to segment.index.bytes (sparse, like Kafka's mmap'd indexes)."""
-        for kind, entry_size in ((FileKind.INDEX, offset_index.ENTRY_SIZE), (FileKind.TIMEINDEX, time_index.ENTRY_SIZE)):
-            with open(segment.path(kind), "wb") as f:
-                f.truncate(self.config.segment_index_bytes // entry_size * entry_size)
-
-    def _seal(self, segment: _Segment) -> None:
-        """Kafka's ``onBecomeInactiveSegment`` / ``close``: final time entry, trim the indexes."""
-        time_start = len(segment.times) * time_index.ENTRY_SIZE
-        final = segment.times.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
-        _write_at(segment.path(FileKind.TIMEINDEX), time_start, final)
-        os.truncate(segment.path(FileKind.INDEX), len(segment.index) * offset_index.ENTRY_SIZE)
-        os.truncate(segment.path(FileKind.TIMEINDEX), len(segment.times) * time_index.ENTRY_SIZE)
 
     def _open_log_file(self):  # type: ignore[no-untyped-def]
         if self._log_file is None:
@@ -460,88 +374,6 @@ class PartitionLog(LogReads):
         if self._log_file is not None:
             self._log_file.close()  # type: ignore[attr-defined]
             self._log_file = None
-
-    # -- loading ---------------------------------------------------------------------------
-    def _load_producer_snapshot(self, offsets: list[int], first_base: int) -> None:
-        """Start the producer state from the newest readable snapshot; a corrupt one is deleted and
-        an older one tried, as Kafka's ``loadFromSnapshot`` does (the log itself is replayed after it)."""
-        self._replay_from = first_base
-        for offset in sorted(offsets, reverse=True):
-            path = self.directory / segment_file_name(offset, FileKind.SNAPSHOT)
-            try:
-                entries = producer_snapshot.parse(path.read_bytes(), name=str(path))
-            except FormatError as err:
-                log.warning("deleting unreadable producer snapshot: %s", err)
-                path.unlink()
-                continue
-            self.producers = ProducerStateManager.from_snapshot(entries)
-            self._replay_from = offset
-            return
-
-    def _replay(self, batches: list[RecordBatch]) -> list[txn_index.AbortedTxn]:
-        """Replay written batches into the producer state; the aborted transactions they complete."""
-        aborted = []
-        for batch in batches:
-            if batch.base_offset < self._replay_from or batch.producer_id < 0:
-                continue
-            for completed, lso in self.producers.apply(self.producers.prepare([batch], AppendOrigin.REPLICATION)):
-                if completed.is_aborted:
-                    aborted.append(txn_index.AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso))
-        return aborted
-
-    def _load_rotated(self, base: int) -> _Segment:
-        segment = _Segment(
-            self.directory,
-            base,
-            self.clock(),
-            offset_index.OffsetIndex.read(self.directory / segment_file_name(base, FileKind.INDEX), base),
-            time_index.TimeIndex.read(self.directory / segment_file_name(base, FileKind.TIMEINDEX), base),
-            next_offset=base,
-        )
-        data = segment.path(FileKind.LOG).read_bytes()
-        batches = list(iter_batches(data, verify_crc=False))
-        for batch in batches:
-            self._track(segment, batch)
-        self._replay(batches)
-        txn_path = segment.path(FileKind.TXNINDEX)
-        if txn_path.exists():
-            segment.aborted = txn_index.parse(txn_path.read_bytes(), name=str(txn_path))
-        segment.size = len(data)
-        return segment
-
-    def _recover_active(self, base: int) -> _Segment:
-        """Kafka's ``LogSegment.recover``: keep the valid prefix of the .log, rebuild the indexes."""
-        segment = _Segment.empty(self.directory, base, self.clock())
-        log_path = segment.path(FileKind.LOG)
-        data = bytearray(log_path.read_bytes())
-        batches: list[RecordBatch] = []
-        try:
-            for batch in iter_batches(data):
-                batches.append(batch)
-        except FormatError as err:  # a torn or corrupt tail: truncate it, as the broker's recovery does
-            valid = batches[-1].next_position if batches else 0
-            log.warning("recovering %s: truncating at position %d of %d: %s", log_path, valid, len(data), err)
-            os.truncate(log_path, valid)
-        self._preallocate_indexes(segment)
-        if batches:
-            self._index_batches(segment, batches)
-        aborted = self._replay(batches)
-        txn_path = segment.path(FileKind.TXNINDEX)
-        if self._replay_from <= base:  # every batch of the segment replayed: rebuild its .txnindex
-            txn_path.unlink(missing_ok=True)
-            for entry in aborted:
-                self._append_aborted(segment, entry)
-        elif txn_path.exists():
-            segment.aborted = txn_index.parse(txn_path.read_bytes(), name=str(txn_path))
-        return segment
-
-    def _track(self, segment: _Segment, batch: RecordBatch) -> None:
-        if segment.first_batch_timestamp is None:
-            segment.first_batch_timestamp = batch.max_timestamp
-        if batch.max_timestamp > segment.max_timestamp:
-            segment.max_timestamp = batch.max_timestamp
-            segment.offset_of_max_timestamp = batch.offset_of_max_timestamp()
-        segment.next_offset = batch.last_offset + 1
 
     # -- retention -------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
@@ -565,11 +397,11 @@ class PartitionLog(LogReads):
         now = self.clock()
         deleted: list[int] = []
         if self.config.retention_ms >= 0:
-            deleted += self._delete_segments_while(lambda s, _: now - _largest_timestamp(s) > self.config.retention_ms)
+            deleted += self._delete_segments_while(lambda s, _: now - s.largest_timestamp() > self.config.retention_ms)
         if self.config.retention_bytes >= 0:
             excess = self.size - self.config.retention_bytes
 
-            def over_size(segment: _Segment, _next: _Segment | None) -> bool:
+            def over_size(segment: Segment, _next: Segment | None) -> bool:
                 nonlocal excess
                 if excess - segment.size >= 0:
                     excess -= segment.size
@@ -583,8 +415,8 @@ class PartitionLog(LogReads):
         self.delete_expired_files()
         return deleted
 
-    def _delete_segments_while(self, predicate: Callable[[_Segment, _Segment | None], bool]) -> list[int]:
-        doomed: list[_Segment] = []
+    def _delete_segments_while(self, predicate: Callable[[Segment, Segment | None], bool]) -> list[int]:
+        doomed: list[Segment] = []
         for i, segment in enumerate(self._segments):
             nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
             if nxt is None and segment.size == 0:
@@ -622,17 +454,3 @@ class PartitionLog(LogReads):
         self._pending_deletes = keep
         return removed
 
-
-def _largest_timestamp(segment: _Segment) -> int:
-    """Kafka's ``LogSegment.largestTimestamp``: max timestamp, or the file's mtime without one."""
-    if segment.max_timestamp >= 0:
-        return segment.max_timestamp
-    return int(segment.path(FileKind.LOG).stat().st_mtime * 1000)
-
-
-def _write_at(path: Path, position: int, data: bytes | bytearray) -> None:
-    if not data:
-        return
-    with open(path, "r+b") as f:
-        f.seek(position)
-        f.write(data)

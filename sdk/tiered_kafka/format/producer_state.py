@@ -129,13 +129,25 @@ class CompletedTxn:
     is_aborted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class StartedTxn:
+    """A transaction opened by a batch of this append: its producer and first offset."""
+
+    producer_id: int
+    first_offset: int
+
+
 @dataclass(slots=True)
 class PendingAppend:
-    """The producer-state changes of one validated append, applied once its bytes are written."""
+    """The producer-state changes of one validated append, applied once its bytes are written.
+
+    ``txn_events`` keeps the transactions opened and closed in batch order: one append may hold a
+    producer's marker and then the first batch of its next transaction, and the open set (hence
+    the LSO) depends on applying them in that order.
+    """
 
     updated: dict[int, ProducerEntry] = field(default_factory=dict)
-    started: list[tuple[int, int]] = field(default_factory=list)  # (producer id, first offset)
-    completed: list[CompletedTxn] = field(default_factory=list)
+    txn_events: list[StartedTxn | CompletedTxn] = field(default_factory=list)
     duplicate: BatchMetadata | None = None
 
 
@@ -199,14 +211,16 @@ class ProducerStateManager:
 
     def apply(self, pending: PendingAppend) -> list[tuple[CompletedTxn, int]]:
         """Make a written append's changes current; returns each completed transaction with the LSO
-        to record for it, computed before it leaves the open set (Kafka's order)."""
+        to record for it, computed before it leaves the open set (Kafka's order). Openings and
+        completions are applied batch by batch, in the append's order."""
         self.entries.update(pending.updated)
-        for pid, first in pending.started:
-            self.ongoing[pid] = first
         done = []
-        for completed in pending.completed:
-            done.append((completed, self.last_stable_offset(completed)))
-            self.ongoing.pop(completed.producer_id, None)
+        for event in pending.txn_events:
+            if isinstance(event, StartedTxn):
+                self.ongoing[event.producer_id] = event.first_offset
+            else:
+                done.append((event, self.last_stable_offset(event)))
+                self.ongoing.pop(event.producer_id, None)
         return done
 
     def _find_duplicate(self, batch: RecordBatch) -> BatchMetadata | None:
@@ -256,7 +270,7 @@ class ProducerStateManager:
                 )
         elif entry.current_txn_first_offset is None and batch.is_transactional:
             entry.current_txn_first_offset = batch.base_offset
-            pending.started.append((entry.producer_id, batch.base_offset))
+            pending.txn_events.append(StartedTxn(entry.producer_id, batch.base_offset))
 
     @staticmethod
     def _append_marker(entry: ProducerEntry, batch: RecordBatch, origin: AppendOrigin, pending: PendingAppend) -> None:
@@ -269,7 +283,7 @@ class ProducerStateManager:
             )
         if entry.current_txn_first_offset is not None:
             aborted = marker.control_type == ControlRecordType.ABORT
-            pending.completed.append(CompletedTxn(entry.producer_id, entry.current_txn_first_offset, batch.base_offset, aborted))
+            pending.txn_events.append(CompletedTxn(entry.producer_id, entry.current_txn_first_offset, batch.base_offset, aborted))
         entry._set_epoch(batch.producer_epoch)
         entry.current_txn_first_offset = None
         entry.coordinator_epoch = marker.coordinator_epoch

@@ -55,10 +55,6 @@ class AbortedTxn:
     def to_bytes(self) -> bytes:
         return ENTRY_STRUCT.pack(VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
-    def covers(self, producer_id: int, offset: int) -> bool:
-        """True when a record of ``producer_id`` at ``offset`` belongs to this aborted transaction."""
-        return producer_id == self.producer_id and self.first_offset <= offset <= self.last_offset
-
 
 def parse(data: bytes | memoryview, *, name: str = ".txnindex") -> list[AbortedTxn]:
     """Every entry of a ``.txnindex``, validated.

@@ -37,9 +37,11 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
     files           comma-separated file kinds uploaded, in this order: log,index,timeindex,txnindex,snapshot
     aborted_txns    entries (AbortedTxn) in the segment's .txnindex; 0 when it has none (-1 unknown)
     control_records control records (COMMIT/ABORT markers) in the segment's batches (-1 unknown)
+    open_txn_first_offset  first offset of the earliest transaction still open after the segment
+                    (from the producer snapshot at its end); -1 none open, -2 unknown
 
 ``aborted_txns`` and ``control_records`` came later: an entry registered before them lacks them
-and reads as -1. A segment holds aborted transactions when ``aborted_txns`` > 0.
+and reads as -1 (``open_txn_first_offset``, later still: -2). A segment holds aborted transactions when ``aborted_txns`` > 0.
 
 Coverage hash fields (DESIGN.md, contract 5; :class:`Coverage`), in their own key so that remote
 retention deleting every segment (and the ``info`` hash's extent with it) keeps them:
@@ -113,6 +115,8 @@ from tiered_kafka.registry._errors import (
 from tiered_kafka.registry._layout import (
     DEFAULT_NAMESPACE,
     MAX_OFFSET,
+    NO_OPEN_TXN,
+    OPEN_TXN_UNKNOWN,
     OPTIONAL_SEGMENT_FIELDS,
     PARTITION_INFO_FIELDS,
     SEGMENT_FIELDS,
@@ -129,6 +133,8 @@ from tiered_kafka.registry._layout import (
 __all__ = [
     "DEFAULT_NAMESPACE",
     "MAX_OFFSET",
+    "NO_OPEN_TXN",
+    "OPEN_TXN_UNKNOWN",
     "OPTIONAL_SEGMENT_FIELDS",
     "PARTITION_INFO_FIELDS",
     "SEGMENT_FIELDS",

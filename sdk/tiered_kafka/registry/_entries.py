@@ -12,6 +12,7 @@ from tiered_kafka.registry._errors import MalformedRegistryDataError, RegistryVa
 from tiered_kafka.registry._layout import (
     _CHECKSUM_RE,
     _FILE_KIND_ORDER,
+    OPEN_TXN_UNKNOWN,
     OPTIONAL_SEGMENT_FIELDS,
     PARTITION_INFO_FIELDS,
     SEGMENT_FIELDS,
@@ -36,6 +37,11 @@ class SegmentEntry:
     ``aborted_txns`` is the number of entries (AbortedTxn) in the segment's ``.txnindex`` (0 when
     it has none) and ``control_records`` the number of control records (transaction markers) in
     its batches; -1 means unknown (entries registered before these fields existed).
+    ``open_txn_first_offset`` is the first offset of the earliest transaction still open after the
+    segment's last offset (the smallest ``currentTxnFirstOffset`` of the producer snapshot taken at
+    its end), :data:`NO_OPEN_TXN` (-1) when none is open, :data:`OPEN_TXN_UNKNOWN` (-2) when
+    unknown (no snapshot, a snapshot contradicting the batches, an entry from before the field).
+    The remote last stable offset is computed from it (``tiered_kafka.transactions``).
     """
 
     topic: str
@@ -53,6 +59,7 @@ class SegmentEntry:
     files: tuple[str, ...]
     aborted_txns: int = -1
     control_records: int = -1
+    open_txn_first_offset: int = OPEN_TXN_UNKNOWN
 
     def __post_init__(self) -> None:
         _check_topic_partition(self.topic, self.partition)
@@ -70,6 +77,9 @@ class SegmentEntry:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < -1:
                 raise RegistryValueError(f"{name} must be an int >= -1, got {value!r}")
+        value = self.open_txn_first_offset
+        if not isinstance(value, int) or isinstance(value, bool) or value < OPEN_TXN_UNKNOWN or value > self.last_offset:
+            raise RegistryValueError(f"open_txn_first_offset must be an int in [-2, last_offset], got {value!r}")
         if not isinstance(self.checksum, str) or not _CHECKSUM_RE.fullmatch(self.checksum):
             raise RegistryValueError(f"checksum must read '{{algorithm}}:{{value}}' (e.g. 'crc32c:1a2b3c4d'), got {self.checksum!r}")
         files = (self.files,) if isinstance(self.files, str) else self.files
@@ -121,6 +131,7 @@ class SegmentEntry:
             "files": ",".join(self.files),
             "aborted_txns": str(self.aborted_txns),
             "control_records": str(self.control_records),
+            "open_txn_first_offset": str(self.open_txn_first_offset),
         }
 
     @classmethod
@@ -169,6 +180,7 @@ class SegmentEntry:
             "files": list(self.files),
             "aborted_txns": self.aborted_txns,
             "control_records": self.control_records,
+            "open_txn_first_offset": self.open_txn_first_offset,
         }
 
 

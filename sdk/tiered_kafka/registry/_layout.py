@@ -30,9 +30,14 @@ SEGMENT_FIELDS: Final = (
     "files",
     "aborted_txns",
     "control_records",
+    "open_txn_first_offset",
 )
-OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records")
-"""Segment fields added later: -1 (unknown) when an entry registered before them lacks them."""
+OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records", "open_txn_first_offset")
+"""Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``) when an entry registered before them lacks them."""
+NO_OPEN_TXN: Final = -1
+"""``open_txn_first_offset``: no transaction is open at the segment's end."""
+OPEN_TXN_UNKNOWN: Final = -2
+"""``open_txn_first_offset``: unknown (no producer snapshot, a snapshot contradicting the batches, an old entry)."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
 
 _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot

@@ -68,13 +68,16 @@ PLANNING_THREADS = 8
 
 @dataclass(frozen=True, slots=True)
 class OffsetRange:
-    """Offsets [start, end) of one Kafka partition to read; ``estimated_bytes`` from remote storage's extent."""
+    """Offsets [start, end) of one Kafka partition to read; ``estimated_bytes`` from remote storage's extent.
+    ``stable_end``: under read_committed, the remote last stable offset when the read was planned
+    (``tiered_kafka.transactions``; None: unknown, or read_uncommitted)."""
 
     topic: str
     partition: int
     start: int
     end: int
     estimated_bytes: int = 0
+    stable_end: int | None = None
 
     @property
     def count(self) -> int:
@@ -103,6 +106,7 @@ class Slice:
     start: int
     end: int
     ranges: tuple[tuple[str, PlannedRange], ...]  # (object key, range)
+    stable_end: int | None = None  # read_committed: no row at or past it (OffsetRange.stable_end)
 
     @property
     def size(self) -> int:
@@ -216,7 +220,8 @@ def resolve_partition(options: ReadOptions, client: GatewayClient, tp: TopicPart
             f"{end} ({_describe(options.ending)})"
         )
     estimated = total * (end - start) // max(1, end_of_remote - earliest)
-    return OffsetRange(topic, partition, start, end, estimated)
+    stable_end = remote.last_stable_offset if options.read_committed else None
+    return OffsetRange(topic, partition, start, end, estimated, stable_end)
 
 
 def _resolve(
@@ -385,7 +390,7 @@ def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list
         for (_t, _p), group in itertools.groupby(ordered[a:b], key=lambda u: (u.offsets.topic, u.offsets.partition)):
             members = list(group)
             r = members[0].offsets
-            slices.append(Slice(r.topic, r.partition, r.start, r.end, tuple((u.object_key, u.planned) for u in members)))
+            slices.append(Slice(r.topic, r.partition, r.start, r.end, tuple((u.object_key, u.planned) for u in members), r.stable_end))
         tasks.append(
             ReadTask(
                 index=index,

@@ -19,10 +19,13 @@ markers are its only input; they decide exactly what the index would. A transact
 the end of remote data is undecided: its records and every record of the slice after its first
 one are not rows (the remote analogue of Kafka's last stable offset, as the gateway's records
 endpoint and ``TieredConsumer`` stop there); a warning names them, and with
-``tiered.includeControlRecords`` they are ``undecided`` rows for the backfill's count. A later
-task of the same partition does not see a transaction opened in an earlier one: its records are
-rows when final (non-transactional, or decided by their own markers) — see the
-``transactions`` module doc.
+``tiered.includeControlRecords`` they are ``undecided`` rows for the backfill's count. Every
+slice also holds back what is at or past the partition's remote last stable offset read when the
+source was planned (``Slice.stable_end``; ``transactions`` module doc), so a slice starting past a
+transaction opened in an earlier slice and still open yields nothing past it either, as Kafka's
+source under read_committed would; those records are ``undecided`` too. When that offset is
+unknown (no producer snapshot), a later task does not see a transaction opened in an earlier
+one: its records are rows when final (non-transactional, or decided by their own markers).
 
 Spark reuses its Python workers across tasks, so each worker process keeps one
 ``GatewayClient`` per (gateway, cluster, token) (:func:`shared_client`): its HTTP connection
@@ -123,7 +126,7 @@ class _SliceReader:
     def __init__(self, piece: Slice, builder: BatchBuilder, read_committed: bool) -> None:
         self.piece = piece
         self.builder = builder
-        self.rule: CommittedFilter[Any] | None = CommittedFilter() if read_committed else None
+        self.rule: CommittedFilter[Any] | None = CommittedFilter(stable_end=piece.stable_end) if read_committed else None
         self.next_offset = piece.start
 
     def add(self, batches: list[DecodedBatch], planned: PlannedRange) -> None:
@@ -175,8 +178,8 @@ class _SliceReader:
                 first_undecided = max(piece.start, batch.base_offset) if first_undecided is None else first_undecided
         if undecided:
             log.warning(
-                "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there is still open in remote storage "
-                "(read_committed; its marker is not uploaded yet)",
+                "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there or before is still open in "
+                "remote storage (read_committed: at or past the last stable offset, or its marker is not uploaded yet)",
                 piece.topic, piece.partition, undecided, first_undecided,
             )
 

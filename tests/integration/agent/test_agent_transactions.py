@@ -47,3 +47,5 @@ def test_segments_carry_their_aborted_transactions_and_control_records(redis_ser
     rebuild_registry(agent.store, registry)
     assert registry.dump() == registered
     assert [(e.aborted_txns, e.control_records) for e in registry.segments("txn", 0)] == [(1, 2), (2, 2)]
+    # and the first offset of the earliest transaction open after each (p9 since 11, p11 since 19)
+    assert [e.open_txn_first_offset for e in registry.segments("txn", 0)] == [11, 19]

@@ -182,7 +182,7 @@ def test_log_dir_passes_the_format_checks(dev_broker: BrokerThread, tmp_path: Pa
                 replay.append(batch.bytes(), assign_offsets=False)
             if log != logs[-1]:  # rotated: trimmed indexes, equal to a replay through Kafka's rules
                 replay_dir = tmp_path / f"replay-{p}"
-                replay._seal(replay._active)  # noqa: SLF001 - seal to compare like a rolled segment
+                replay._active.seal()  # noqa: SLF001 - seal to compare like a rolled segment
                 for ext in (".index", ".timeindex"):
                     assert log.with_suffix(ext).read_bytes() == (replay_dir / log.with_suffix(ext).name).read_bytes()
                 index = OffsetIndex.read(log.with_suffix(".index"), base)

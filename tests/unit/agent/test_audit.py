@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tiered_kafka.registry import Coverage, CoverageStart, Gap
-from tiered_kafka_agent.audit import audit_partition, merge_ranges, report, subtract
+from tiered_kafka_agent.__main__ import main
+from tiered_kafka_agent.audit import AuditError, KafkaOffsets, audit_partition, merge_ranges, report, subtract
 
 
 @pytest.mark.parametrize(
@@ -95,3 +97,39 @@ def test_a_partition_kafka_does_not_know_is_checked_up_to_what_the_agent_account
     result = audit_partition(registry, "gone", 0, None, "UNKNOWN_TOPIC_OR_PART")  # type: ignore[arg-type]
     assert result.unaccounted == [(300, 399)]
     assert "unknown to Kafka (UNKNOWN_TOPIC_OR_PART)" in result.to_text()
+
+
+# -- the broker side and the command ---------------------------------------------------------------
+
+
+def test_the_watermarks_consumer_reads_uncommitted_so_the_high_watermark_is_the_log_end() -> None:
+    """librdkafka defaults to read_committed, whose ListOffsets answers the LSO: the audit must not."""
+    kafka = KafkaOffsets("127.0.0.1:9", 0.1, **{"isolation.level": "read_committed", "client.id": "audit-test"})
+    try:
+        assert kafka.config["isolation.level"] == "read_uncommitted"
+        assert kafka.config["client.id"] == "audit-test"
+    finally:
+        kafka.close()
+
+
+def test_a_kafka_client_that_cannot_be_created_is_an_audit_error() -> None:
+    with pytest.raises(AuditError, match=r"could not create a Kafka client for '127.0.0.1:9'.*no.such.property"):
+        KafkaOffsets("127.0.0.1:9", **{"no.such.property": "x"})
+
+
+def _config(tmp_path: Path, redis_url: str) -> Path:
+    path = tmp_path / "agent.properties"
+    path.write_text(f"cluster=c\nbroker_id=0\nlog_dirs={tmp_path}\ns3.bucket=b\nredis.url={redis_url}\nleadership.mode=static\n")
+    return path
+
+
+def test_audit_exits_4_when_the_registry_cannot_be_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Redis refusing connections is not "Kafka could not be asked" (3): it has its own code."""
+    config = _config(tmp_path, "redis://127.0.0.1:9/0")  # nothing listens on port 9
+    assert main(["audit", "--config", str(config), "--bootstrap-servers", "127.0.0.1:9"]) == 4
+    assert "the registry could not be read" in capsys.readouterr().err
+
+
+def test_audit_exits_2_without_a_kafka_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--config", str(_config(tmp_path, "redis://127.0.0.1:9/0"))]) == 2
+    assert "--bootstrap-servers" in capsys.readouterr().err

@@ -365,3 +365,18 @@ def test_snapshots_go_with_their_segment_and_stale_ones_are_dropped_on_open(tmp_
     (directory / f"{50:020d}.snapshot").write_bytes(producer_snapshot.serialize([]))  # past the log end
     PartitionLog.open(directory, LogConfig(retention_ms=-1), log_start_offset=6, clock=clock).close()
     assert sorted(p.name for p in directory.glob("*.snapshot")) == [f"{o:020d}.snapshot" for o in (6, 9)]
+
+
+def test_one_append_holding_a_marker_then_the_producers_next_transaction_keeps_the_lso_at_it(tmp_path: Path) -> None:
+    """A replicated append may carry producer 7's ABORT and then its next transaction: the new
+    transaction stays open (the LSO stops at it) and the abort's .txnindex LSO is the marker + 1."""
+    directory = tmp_path / "t-0"
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1), clock=FakeClock())
+    plog.append(_txn(7, 2))  # 0-1, open
+    plog.append(_end(7, ControlRecordType.ABORT) + _txn(7, 2))  # 2: the abort, 3-4: the next transaction
+    assert (plog.log_end_offset, plog.last_stable_offset) == (5, 3)
+    assert plog.aborted_transactions(0, 5) == [AbortedTxn(7, 0, 2, 3)]
+    plog.close()
+    reopened = PartitionLog.open(directory, LogConfig(retention_ms=-1), clock=FakeClock())  # replayed batch by batch
+    assert reopened.last_stable_offset == 3
+    reopened.close()

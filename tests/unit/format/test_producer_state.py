@@ -118,3 +118,25 @@ def test_state_round_trips_through_a_snapshot() -> None:
     assert sorted(restored.snapshot(), key=lambda e: e.producer_id) == sorted(state.snapshot(), key=lambda e: e.producer_id)
     assert restored.prepare([_batch(1, 2, 0, 3, 9)], AppendOrigin.CLIENT).duplicate is not None
     _append(restored, _batch(1, 2, 3, 1, 9))
+
+
+def test_one_append_with_a_marker_then_the_same_producers_next_transaction_keeps_it_open() -> None:
+    """A follower's or replayed append may hold producer 1's marker and then its next transaction:
+    applied in batch order, the new transaction stays open and the abort's LSO ignores what the
+    append opens after the marker."""
+    state = ProducerStateManager()
+    _append(state, _batch(1, 0, 0, 2, 10, txn=True))  # producer 1 opens at 10
+    pending = state.prepare(
+        [
+            _marker(1, 0, ControlRecordType.ABORT, 12),
+            _batch(1, 0, 2, 1, 13, txn=True),  # producer 1's next transaction
+            _batch(2, 0, 0, 1, 14, txn=True),  # producer 2 opens after the marker
+        ],
+        AppendOrigin.REPLICATION,
+    )
+    assert state.apply(pending) == [(CompletedTxn(1, 10, 12, True), 13)]
+    assert state.ongoing == {1: 13, 2: 14}
+    assert state.first_unstable_offset() == 13
+    # the same through the coordinator's path: a marker, then the producer's next transaction
+    assert _append(state, _marker(1, 0, ControlRecordType.COMMIT, 15), AppendOrigin.COORDINATOR) == [(CompletedTxn(1, 13, 15, False), 14)]
+    assert state.first_unstable_offset() == 14

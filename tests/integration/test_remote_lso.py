@@ -1,0 +1,250 @@
+"""The remote last stable offset (issue 12): a read of remote data that starts *past* the first
+offset of a transaction opened earlier and still open returns nothing at or past that offset, as a
+confluent-kafka read_committed consumer of the broker does, whatever the reader.
+
+The log: plain records, one transaction opened and left open (its first offset F), then plain
+records enough to roll several segments. The agent uploads them with the broker's producer
+snapshots, and registers ``open_txn_first_offset`` = F for each segment after F. Readers start at
+S > F: the gateway's records, TieredConsumer (REMOTE_ONLY, REMOTE_PREFERRED) and Spark. Then the
+transaction commits, the segment with its marker is uploaded, and the records appear.
+
+The tests of this module run in order (the last one commits the transaction).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tiered_kafka.consumer import TieredConsumer
+
+TOPIC = "lso"
+SEGMENT_BYTES = 16_000
+HEAD = 20  # plain records before the open transaction
+OPEN = 5  # records of the open transaction
+TAIL = 400  # plain records after it: several segments
+
+Row = tuple[int, bytes | None, bytes | None]  # offset, key, value
+
+
+class Log:
+    def __init__(self, stack: TieredStack, producer: Producer, first_open: int) -> None:
+        self.stack = stack
+        self.producer = producer  # the transaction left open
+        self.first_open = first_open  # F: its first offset
+
+
+def _value(tag: str, i: int) -> bytes:
+    return (f"{tag}-{i:06d}|".encode() + b"x" * 300)[:300]
+
+
+def _plain(bootstrap: str, tag: str, count: int) -> None:
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "batch.size": 8000})  # batch.size <= segment.bytes
+    for i in range(count):
+        plain.produce(TOPIC, key=f"{tag}-{i}".encode(), value=_value(tag, i), partition=0)
+    assert plain.flush(30) == 0
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[Log]:
+    from tiered_kafka_dev.broker.config import BrokerConfig
+    from tiered_kafka_dev.broker.server import Broker, BrokerThread
+
+    root = tmp_path_factory.mktemp("remote-lso")
+    bucket = s3_server.create_bucket(f"lso-{uuid.uuid4().hex[:12]}")
+    started: list[BrokerThread] = []
+
+    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
+        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
+        started.append(thread)
+        return thread
+
+    producer: Producer | None = None
+    try:
+        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
+            create_tiered_topic(stack, TOPIC, 1, segment_bytes=SEGMENT_BYTES)
+            _plain(stack.bootstrap, "head", HEAD)
+            producer = Producer({"bootstrap.servers": stack.bootstrap, "transactional.id": f"lso-{uuid.uuid4().hex[:6]}", "transaction.timeout.ms": 600_000})
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            for i in range(OPEN):
+                producer.produce(TOPIC, key=f"open-{i}".encode(), value=_value("open", i), partition=0)
+            assert producer.flush(30) == 0
+            _plain(stack.bootstrap, "tail", TAIL)
+            stack.wait_uploaded(TOPIC)
+            yield Log(stack, producer, HEAD)
+    finally:
+        if producer is not None:
+            try:
+                producer.abort_transaction(10)
+            except Exception:  # committed by the last test
+                pass
+        for thread in reversed(started):
+            thread.stop()
+
+
+def _drain(consumer: Any, idle_s: float = 4.0, timeout_s: float = 120.0) -> list[Row]:
+    rows: list[Row] = []
+    deadline = time.monotonic() + timeout_s
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - idle_since < idle_s:
+        batch = consumer.consume(1000, 0.5)
+        for message in batch:
+            assert message.error() is None, message.error()
+            rows.append((message.offset(), message.key(), message.value()))
+        if batch:
+            idle_since = time.monotonic()
+    return rows
+
+
+def _kafka(stack: TieredStack, start: int) -> list[Row]:
+    """What confluent-kafka's read_committed consumer of the broker returns from ``start``."""
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": f"ref-{uuid.uuid4().hex[:6]}", "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 0, start)])
+    try:
+        return _drain(consumer)
+    finally:
+        consumer.close()
+
+
+def _tiered(stack: TieredStack, mode: str, start: int) -> list[Row]:
+    consumer = TieredConsumer(stack.consumer_config(mode, **{"isolation.level": "read_committed"}))
+    consumer.assign([TopicPartition(TOPIC, 0, start)])
+    try:
+        return _drain(consumer)
+    finally:
+        consumer.close()
+
+
+def _gateway_records(stack: TieredStack, start: int) -> tuple[list[Row], int]:
+    """REMOTE_ONLY read_committed records from ``start`` until no progress; and the last next_offset."""
+    rows: list[Row] = []
+    offset = start
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        for _ in range(1000):
+            response = client.get(
+                f"/v1/clusters/{stack.cluster}/topics/{TOPIC}/partitions/0/records",
+                params={"offset": offset, "mode": "REMOTE_ONLY", "isolation_level": "read_committed", "max_records": 100},
+            )
+            if response.status_code == 416:  # past what remote storage holds
+                break
+            assert response.status_code == 200, response.text
+            body = response.json()
+            rows += [(r["offset"], base64.b64decode(r["key"]), base64.b64decode(r["value"])) for r in body["records"]]
+            if body["next_offset"] == offset:
+                break
+            offset = body["next_offset"]
+    return rows, offset
+
+
+def _remote_lso(stack: TieredStack) -> int | None:
+    response = httpx.get(f"{stack.gateway_url}/v1/clusters/{stack.cluster}/topics/{TOPIC}/partitions/0", timeout=30)
+    assert response.status_code == 200, response.text
+    return response.json()["remote"]["last_stable_offset"]
+
+
+def _start(log: Log) -> int:
+    """S: well past F, inside remote data."""
+    segments = log.stack.registry.segments(TOPIC, 0)
+    assert len(segments) >= 3, f"expected several segments, got {[(s.base_offset, s.last_offset) for s in segments]}"
+    return segments[1].base_offset + 3
+
+
+def test_registry_and_gateway_know_the_open_transaction(log: Log) -> None:
+    segments = log.stack.registry.segments(TOPIC, 0)
+    first = [s for s in segments if s.last_offset < log.first_open]
+    after = [s for s in segments if s.last_offset >= log.first_open]
+    assert after and all(s.open_txn_first_offset == log.first_open for s in after), [(s.base_offset, s.open_txn_first_offset) for s in segments]
+    assert all(s.open_txn_first_offset == -1 for s in first)
+    assert _start(log) > log.first_open
+    assert _remote_lso(log.stack) == log.first_open
+
+
+def test_gateway_records_from_past_the_open_transaction_return_nothing(log: Log) -> None:
+    start = _start(log)
+    kafka = _kafka(log.stack, start)
+    assert kafka == []  # the broker's LSO is F: nothing at or past it
+    rows, next_offset = _gateway_records(log.stack, start)
+    assert rows == kafka and next_offset == start
+    rows, next_offset = _gateway_records(log.stack, 0)  # from the start: up to F, not past it
+    assert [r[0] for r in rows] == list(range(log.first_open)) and next_offset == log.first_open
+    assert rows == _kafka(log.stack, 0)
+
+
+def test_tiered_consumer_from_past_the_open_transaction(log: Log) -> None:
+    start = _start(log)
+    assert _tiered(log.stack, "REMOTE_ONLY", start) == []
+    assert _tiered(log.stack, "REMOTE_PREFERRED", start) == _kafka(log.stack, start) == []
+    from_zero = _tiered(log.stack, "REMOTE_PREFERRED", 0)
+    assert from_zero == _kafka(log.stack, 0) and [r[0] for r in from_zero] == list(range(log.first_open))
+
+
+def _cat(stack: TieredStack, *extra: str) -> tuple[int, list[int], str]:
+    cli = Path(sys.executable).with_name("tiered-kafka")
+    done = subprocess.run(
+        [str(cli), "cat", TOPIC, "0", "--gateway", stack.gateway_url, "--cluster", stack.cluster, *extra],
+        capture_output=True, text=True, timeout=180, env={**os.environ},
+    )
+    return done.returncode, [json.loads(line)["offset"] for line in done.stdout.splitlines()], done.stderr
+
+
+def test_cli_cat_stops_at_the_remote_lso_from_any_start(log: Log) -> None:
+    code, offsets, stderr = _cat(log.stack)  # REMOTE_ONLY (no --bootstrap-servers), read_committed by default
+    assert (code, offsets) == (0, list(range(log.first_open))), stderr
+    assert f"stopped at offset {log.first_open}, the last stable offset" in stderr
+    code, offsets, stderr = _cat(log.stack, "--from", str(_start(log)))
+    assert code == 1 and offsets == [] and f"a transaction open at offset {log.first_open} has no marker yet" in stderr, stderr
+
+
+def test_spark_slice_from_past_the_open_transaction_yields_no_row(log: Log) -> None:
+    from tiered_kafka.spark.session import local_session
+
+    start = _start(log)
+    spark = local_session("local[2]", "tiered-kafka-remote-lso")
+    try:
+        options = {"tiered.gateway.url": log.stack.gateway_url, "tiered.cluster": log.stack.cluster, "kafka.isolation.level": "read_committed"}
+        past = spark.read.format("tiered-kafka").options(**options, assign=f'{{"{TOPIC}":[0]}}', startingOffsets=f'{{"{TOPIC}":{{"0":{start}}}}}').load()
+        assert past.count() == 0
+        everything = spark.read.format("tiered-kafka").options(**options, subscribe=TOPIC).load().select("offset").collect()
+        assert sorted(r["offset"] for r in everything) == list(range(log.first_open))
+    finally:
+        spark.stop()
+
+
+def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(log: Log) -> None:
+    stack = log.stack
+    start = _start(log)
+    waiting = TieredConsumer(stack.consumer_config("REMOTE_ONLY", **{"isolation.level": "read_committed"}))
+    waiting.assign([TopicPartition(TOPIC, 0, start)])
+    try:
+        assert _drain(waiting, idle_s=2.0) == []
+        log.producer.commit_transaction(30)
+        _plain(stack.bootstrap, "after", 200)  # rolls the segment holding the COMMIT marker
+        stack.wait_uploaded(TOPIC)
+        segments = stack.registry.segments(TOPIC, 0)
+        assert segments[-1].open_txn_first_offset == -1
+        end = segments[-1].last_offset + 1
+        assert _remote_lso(stack) == end
+        kafka = [r for r in _kafka(stack, start) if r[0] < end]
+        assert kafka and kafka[0][0] == start
+        assert [r for r in _drain(waiting) if r[0] < end] == kafka  # the same consumer goes on
+    finally:
+        waiting.close()
+    assert [r for r in _tiered(stack, "REMOTE_ONLY", start) if r[0] < end] == kafka
+    rows, _next = _gateway_records(stack, start)
+    assert rows == kafka
+    opened = [r for r in _tiered(stack, "REMOTE_ONLY", 0) if r[1] and r[1].startswith(b"open-")]
+    assert [r[1] for r in opened] == [f"open-{i}".encode() for i in range(OPEN)]
