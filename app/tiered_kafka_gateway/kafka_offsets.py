@@ -111,6 +111,9 @@ class KafkaRead:
     messages: list[Any]  # confluent_kafka.Message, each without error
     log_start_offset: int
     high_watermark: int
+    #: where the next read starts: past the last message, and past what the consumer skipped
+    #: (control batches, and aborted records under read_committed) up to the partition's end
+    next_offset: int
 
 
 def read(
@@ -144,11 +147,12 @@ def read(
             raise _out_of_range(topic, partition, offset, low, high)
         messages: list[Any] = []
         if offset == high:
-            return KafkaRead(messages, low, high)
+            return KafkaRead(messages, low, high, offset)
         consumer.assign([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + timeout
         size = 0
         done = False
+        end_of_partition: int | None = None
         while not done and len(messages) < max_records and size < max_bytes:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -158,6 +162,7 @@ def read(
                 if error is not None:
                     code = error.code()
                     if code == KafkaError._PARTITION_EOF:
+                        end_of_partition = message.offset()  # librdkafka reports the end offset it reached
                         done = True
                         break
                     if code == KafkaError._AUTO_OFFSET_RESET or code == KafkaError.OFFSET_OUT_OF_RANGE:
@@ -173,7 +178,10 @@ def read(
                     break
                 if message.offset() + 1 >= high:
                     high = message.offset() + 1
-        return KafkaRead(messages, low, high)
+        next_offset = messages[-1].offset() + 1 if messages else offset
+        if end_of_partition is not None and end_of_partition > next_offset:
+            next_offset = end_of_partition  # trailing markers or aborted records were skipped
+        return KafkaRead(messages, low, high, next_offset)
 
 
 def _watermarks_or(consumer: Consumer, tp: TopicPartition, timeout: float, known: tuple[int, int]) -> tuple[int, int]:

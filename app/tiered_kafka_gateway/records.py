@@ -145,7 +145,7 @@ def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse
             )
         )
     # read_committed may skip aborted records and markers: continue after the last one returned
-    next_offset = records[-1].offset + 1 if records else request.offset
+    next_offset = result.next_offset  # past skipped markers and aborted records too
     return RecordsResponse(
         cluster=cluster.name,
         topic=request.topic,
