@@ -3,6 +3,7 @@
     tiered-kafka-agent run --config agent.properties
     tiered-kafka-agent rebuild-registry --config agent.properties
     tiered-kafka-agent audit --config agent.properties [--topic T ...] [--json] [--bootstrap-servers HOST:PORT]
+    tiered-kafka-agent backfill-batch-index --config agent.properties [--topic T ...]   (``tiered_kafka_agent.backfill``; exit 1 if one failed)
 
 ``audit`` (``tiered_kafka_agent.audit``) checks that every offset at or after each partition's
 coverage start is remote, still in Kafka, or in a recorded gap. The broker is reached at
@@ -36,7 +37,7 @@ from tiered_kafka_agent.config import AgentSettings, load_settings
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiered-kafka-agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "rebuild-registry", "audit"])
+    parser.add_argument("command", choices=["run", "rebuild-registry", "audit", "backfill-batch-index"])
     parser.add_argument("--config", type=Path, help="a .properties file (also reads TIERED_KAFKA_AGENT_* variables)")
     parser.add_argument("--topic", action="append", help="audit: a topic to audit (repeatable; default: every topic in the registry)")
     parser.add_argument("--json", action="store_true", help="audit: print JSON")
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         report = rebuild_registry(agent.store, agent.registry)
         print(json.dumps(report.__dict__))
         return 0
+    if args.command == "backfill-batch-index":
+        from tiered_kafka_agent.backfill import backfill_batch_indexes
+
+        return 0 if backfill_batch_indexes(agent.store, agent.registry, sys.stdout, args.topic).ok else 1
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -45,6 +45,7 @@ import crc32c
 
 from tiered_kafka.errors import CorruptCheckpointError, FormatError
 from tiered_kafka.format import producer_snapshot
+from tiered_kafka.format.batch_index import BatchIndexBuilder, UnsupportedFormatError
 from tiered_kafka.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
@@ -97,6 +98,7 @@ class SegmentStats:
     control_records: int = 0
     aborted_txns: int = 0
     open_txn_first_offset: int = OPEN_TXN_UNKNOWN
+    batch_index: bytes | None = None  # the .batchindex file (format.batch_index); None: not magic 2 throughout
 
 
 def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
@@ -225,7 +227,7 @@ def _check_trimmed(opened: OpenSegment) -> None:
 
 def read_stats(opened: OpenSegment) -> SegmentStats:
     """Scan the .log once through a read-only mmap: CRC-32C of the whole file, and every batch
-    header (each batch's own CRC verified).
+    header (each batch's own CRC verified), kept as the segment's batch index.
 
     Raises FormatError for a corrupt or truncated .log: such a segment must not be registered.
     """
@@ -239,6 +241,7 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
     control_records = 0
     scan_open: dict[int, int] = {}  # producer -> first offset of its transaction open at the end, as far as B shows
     marked: set[int] = set()  # producers with a marker in B
+    builder = BatchIndexBuilder(opened.segment.base_offset)
     failure: FormatError | None = None
     if size:
         with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mapped:
@@ -246,6 +249,7 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
             try:
                 checksum = crc32c.crc32c(view)
                 for batch in iter_batches(view):
+                    builder.add(batch)
                     last_offset = batch.last_offset
                     record_count += batch.record_count
                     if batch.magic >= 2:
@@ -265,6 +269,11 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
                 view.release()
     if failure is not None:
         raise failure
+    try:
+        batch_index: bytes | None = builder.finish(size).to_bytes()
+    except UnsupportedFormatError as err:
+        log.debug("segment %d has no batch index: %s", opened.segment.base_offset, err)
+        batch_index = None
     return SegmentStats(
         last_offset=last_offset,
         record_count=record_count,
@@ -276,6 +285,7 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
         control_records=control_records,
         aborted_txns=_count_aborted_txns(opened),
         open_txn_first_offset=_open_txn_first_offset(opened, last_offset, scan_open, marked),
+        batch_index=batch_index,
     )
 
 

@@ -342,9 +342,9 @@ class PartitionUploader:
             return
         self._account(entry.last_offset + 1)
         crash_point("before_watermark")
+        seen = self._first_seen.get(segment.base_offset)
         self._advance_watermark(segment.base_offset)
         self.metrics.segments.labels(self.topic).inc()
-        seen = self._first_seen.pop(segment.base_offset, None)
         if seen is not None:
             self.metrics.roll_to_registered.observe(time.monotonic() - seen)
         log.info(
@@ -357,9 +357,14 @@ class PartitionUploader:
         )
 
     def _advance_watermark(self, base_offset: int) -> None:
+        """offset.wm moves to ``base_offset``: every branch finishing with a segment (registered, a
+        gap, nothing new, refused by the registry) ends here, so it also forgets when the segments
+        up to it were first seen (never pending again; a long-running agent keeps nothing of them)."""
         self.retry.call(lambda: self.store.write_watermark(self.topic, self.partition, base_offset), what=f"offset.wm of {self.name}")
         self._watermark = base_offset
         self._watermark_moved = time.monotonic()
+        for base in [b for b in self._first_seen if b <= base_offset]:
+            del self._first_seen[base]
 
     def _record_gap(self, start: int, end: int, reason: str) -> None:
         if end < start:

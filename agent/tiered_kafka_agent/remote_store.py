@@ -5,7 +5,8 @@ Upload of one segment (what a crash at each step leaves behind, all harmless):
 1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below), and
    beside it, in parallel, ``.index``, ``.timeindex``, and ``.txnindex``/``.snapshot`` when
    present (the snapshot is the broker's ``{next base}.snapshot``, stored under the segment's
-   stem: ``local_segments``) — a crash leaves objects nobody references (rebuild ignores a segment whose listed
+   stem: ``local_segments``), and the ``.batchindex`` built by the scan (``format.batch_index``;
+   none for a segment that is not magic 2 throughout) — a crash leaves objects nobody references (rebuild ignores a segment whose listed
    files are not all there); the next attempt overwrites them;
 2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``.
 
@@ -137,7 +138,7 @@ class RemoteStore:
             checksum=stats.checksum,
             leader_epoch=stats.leader_epoch,
             upload_time_ms=time.time_ns() // 1_000_000,
-            files=tuple(k.value for k in kinds),
+            files=tuple(k.value for k in kinds) + ((FileKind.BATCHINDEX.value,) if stats.batch_index is not None else ()),
             aborted_txns=stats.aborted_txns,
             control_records=stats.control_records,
             open_txn_first_offset=stats.open_txn_first_offset,
@@ -147,6 +148,9 @@ class RemoteStore:
             for kind in kinds
             if kind != FileKind.LOG
         ]
+        if stats.batch_index is not None:
+            key = self.keyspace.segment_key(topic, partition, base, FileKind.BATCHINDEX)
+            companions.append(self._companions.submit(self.put_bytes, key, stats.batch_index, hooks))
         try:
             log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)
             self._upload_file(opened, FileKind.LOG, log_key, {"Metadata": entry_metadata(entry)}, hooks)
@@ -169,6 +173,16 @@ class RemoteStore:
 
         def attempt() -> None:
             self.client.upload_file(opened.fd_path(kind), self.bucket, key, ExtraArgs=extra or None, Config=self.transfer, Callback=progress)
+
+        self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, pause=hooks.pause)
+
+    def put_bytes(self, key: str, body: bytes, hooks: UploadHooks | None = None) -> None:
+        """Upload a small object held in memory (a batch index), with retries."""
+        hooks = hooks or UploadHooks()
+
+        def attempt() -> None:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+            hooks.on_bytes(len(body))
 
         self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, pause=hooks.pause)
 

@@ -13,6 +13,7 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     range_bytes            8 MiB      preferred size of one presigned range
     cache.index_entries    512        .index/.timeindex objects kept in memory
     cache.header_segments  512        segments whose batch headers are kept
+    cache.batch_index_bytes 256 MiB   batch indexes kept in memory (bytes they occupy)
     cache.listing_ttl_s    30         S3 listings of unregistered (Pinterest-layout) partitions
     cache.segment_ttl_s    2          registry lookups remembered (0: ask Redis every time)
     auth.enabled           false
@@ -49,6 +50,7 @@ class ClusterSettings(BaseModel):
 class CacheSettings(BaseModel):
     index_entries: int = Field(512, ge=1)
     header_segments: int = Field(512, ge=1)
+    batch_index_bytes: int = Field(256 * MIB, ge=1)
     listing_ttl_s: float = Field(30.0, ge=0)
     segment_ttl_s: float = Field(2.0, ge=0, le=60)
 

@@ -27,7 +27,7 @@ class GatewayMetrics:
 
     def refresh(self, readers: dict[str, Any]) -> None:
         for name, reader in readers.items():
-            for cache_name, cache in (("index", reader.indexes), ("headers", reader.headers)):
+            for cache_name, cache in (("index", reader.indexes), ("headers", reader.headers), ("batch_index", reader.batch_indexes)):
                 lookups = cache.hits + cache.misses
                 self.cache_hit_ratio.labels(name, cache_name).set(cache.hits / lookups if lookups else 0.0)
             self.s3_gets.labels(name).set(reader.s3_gets)

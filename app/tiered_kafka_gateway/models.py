@@ -146,3 +146,9 @@ class RecordsResponse(BaseModel):
     remote_earliest_offset: int | None = Field(None, description="first remote offset, when remote storage was read")
     remote_latest_offset: int | None = Field(None, description="last remote offset, when remote storage was read")
     gap: GapOut | None = Field(None, description="set when the offset lay in a gap of remote storage and the read started after it")
+    last_stable_offset: int | None = Field(
+        None,
+        description="read_committed from remote storage: the response stops at this offset, held behind a transaction whose marker is not in "
+        "remote storage yet (the remote last stable offset of this read; below `offset` when that transaction began before it). "
+        "With no records and next_offset == offset, nothing is readable at the offset until the marker is uploaded",
+    )

@@ -33,7 +33,18 @@ delivers, ABORT drops; control records are never returned). Its inputs here:
      broker's LSO does); unknown (no snapshot), the read relies on 1 and 2 only.
 A record whose fate is still unknown (its marker is not in remote storage yet) or at or past the
 remote LSO ends the response before it, and ``next_offset`` is its offset (never below the offset
-asked): a read_committed reader never sees a record that may yet be aborted.
+asked): a read_committed reader never sees a record that may yet be aborted. Such a response says
+so: ``last_stable_offset`` is the offset it stopped at (the first held offset; the remote LSO when
+the offset asked is already past it, so it may be below ``offset``).
+
+**Remote storage holds the offset but delivers nothing** (read_committed, held at the offset
+asked): that is remote storage's end for this read, so ``tiered_kafka.modes.at_remote_end``
+decides. READ_KAFKA (REMOTE_PREFERRED): the answer is Kafka's, read_committed at that offset
+(Kafka holds the marker, or says by its own LSO that the transaction is still open). WAIT
+(REMOTE_ONLY), Kafka not configured, or Kafka below its log start at that offset (KAFKA_PREFERRED
+after its fallback: Kafka refused the offset already): 200 with no records, ``next_offset`` =
+``offset`` and ``last_stable_offset`` set, an explicit "held behind an undecided transaction",
+never a bare empty answer; the records come once the marker's segment is uploaded.
 
 **Kafka reads** go through ``kafka_offsets.read`` (a pooled consumer, never in a group); with
 read_committed the consumer's isolation.level is read_committed and Kafka filters aborted records.
@@ -51,7 +62,7 @@ from tiered_kafka.format import txn_index
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.format.segment_names import FileKind
-from tiered_kafka.modes import Mode, Source, decide
+from tiered_kafka.modes import Action, Mode, Source, at_remote_end, decide
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.remote_read import DecodedBatch, decode_batch
@@ -103,17 +114,30 @@ def read_records(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
         try:
             return _from_kafka(cluster, request)
         except GatewayError as err:
-            low = err.details.get("log_start_offset")
-            below = err.error is ErrorCode.OFFSET_OUT_OF_RANGE and isinstance(low, int) and request.offset < low
-            if not below:
+            if not _below_log_start(err, request.offset):
                 raise
-            watermarks = (low, err.details.get("high_watermark"))  # type: ignore[assignment]
+            watermarks = (err.details["log_start_offset"], err.details.get("high_watermark"))  # type: ignore[assignment]
             source = decide(request.mode, remote_holds=remote_holds, kafka_configured=kafka_configured, kafka_below_log_start=True)
             if source is Source.KAFKA:
                 raise
     response = _from_remote(cluster, request)
     response.log_start_offset, response.high_watermark = watermarks
+    held_here = not response.records and response.last_stable_offset is not None and response.next_offset == request.offset
+    kafka_refused = watermarks[0] is not None  # Kafka answered OFFSET_OUT_OF_RANGE below its log start for this offset
+    if held_here and kafka_configured and not kafka_refused and at_remote_end(request.mode) is Action.READ_KAFKA:
+        try:  # read_committed holds the offset in remote storage: Kafka's answer (module doc)
+            return _from_kafka(cluster, request)
+        except GatewayError as err:
+            if not _below_log_start(err, request.offset):
+                raise
+            response.log_start_offset, response.high_watermark = err.details.get("log_start_offset"), err.details.get("high_watermark")  # type: ignore[assignment]
     return response
+
+
+def _below_log_start(err: GatewayError, offset: int) -> bool:
+    """Whether Kafka refused ``offset`` as below its log start (OFFSET_OUT_OF_RANGE with ``log_start_offset``)."""
+    low = err.details.get("log_start_offset")
+    return err.error is ErrorCode.OFFSET_OUT_OF_RANGE and isinstance(low, int) and offset < low
 
 
 # -- Kafka ----------------------------------------------------------------------------------
@@ -180,7 +204,7 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
         )
     stable_end = cluster.last_stable_offset(request.topic, request.partition, info) if committed else None
     if stable_end is not None and request.offset >= stable_end:  # nothing to read: it is all at or past the LSO
-        return _remote_response(cluster, request, info, [], request.offset, None)
+        return _remote_response(cluster, request, info, [], request.offset, None, last_stable_offset=stable_end)
     batches: list[DecodedBatch] = []
     aborted: list[AbortedTxn] = []
     seen_segments: set[str] = set()
@@ -228,10 +252,13 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
                 break
         if done:
             break
-    return _remote_response(cluster, request, info, records, next_offset, gap)
+    lso = held if held is not None and not done else None  # the response ends at the first held offset
+    return _remote_response(cluster, request, info, records, next_offset, gap, last_stable_offset=lso)
 
 
-def _remote_response(cluster: ClusterReader, request: ReadRequest, info: Any, records: list[RecordOut], next_offset: int, gap: Any) -> RecordsResponse:
+def _remote_response(
+    cluster: ClusterReader, request: ReadRequest, info: Any, records: list[RecordOut], next_offset: int, gap: Any, *, last_stable_offset: int | None = None
+) -> RecordsResponse:
     return RecordsResponse(
         cluster=cluster.name,
         topic=request.topic,
@@ -243,6 +270,7 @@ def _remote_response(cluster: ClusterReader, request: ReadRequest, info: Any, re
         remote_earliest_offset=info.earliest_offset,
         remote_latest_offset=info.latest_offset,
         gap=None if gap is None else GapOut(start_offset=gap.start_offset, end_offset=gap.end_offset, reason=gap.reason),
+        last_stable_offset=last_stable_offset,
     )
 
 

@@ -15,9 +15,14 @@ agent first observed) that remote storage does not hold is answered 416 ``offset
 with ``coverage_start_offset`` (``errors`` module docstring), not like an offset remote retention
 removed.
 
-Plans are computed by ``tiered_kafka.read_plan`` from the segment's ``.index`` (cached, bounded)
-and batch headers read in windows by ranged GETs (cached per segment, bounded), so a repeated
-plan costs one registry lookup and a presign per range, no S3 request.
+Plans are computed by ``tiered_kafka.read_plan``. A segment whose registry entry lists a
+``batchindex`` file (``tiered_kafka.format.batch_index``, uploaded by the agent or backfilled) is
+planned from it: one GET the first time, then from memory (cached, bounded by bytes:
+``cache.batch_index_bytes``), with no ``.index`` or header read; offsets-for-timestamp use it too
+(``batches_reaching``). Other segments — Pinterest-layout buckets, uploads from before the batch
+index — are planned from the ``.index`` (cached, bounded) and batch headers read in windows by
+ranged GETs (cached per segment, bounded). Either way a repeated plan costs one registry lookup
+and a presign per range, no S3 request. ``s3_gets_by_kind`` counts GETs by file kind.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ import bisect
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -38,11 +43,12 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tiered_kafka.errors import CorruptIndexError, FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
+from tiered_kafka.format.batch_index import BatchIndex
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.segment_names import FileKind, Suffix
 from tiered_kafka.format.time_index import TimeIndex
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_ranges
+from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_from_batch_index, plan_ranges
 from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
 from tiered_kafka.service_support import s3_client
 from tiered_kafka.transactions import remote_last_stable_offset
@@ -56,11 +62,17 @@ V = TypeVar("V")
 
 
 class LRU(Generic[K, V]):
-    """A bounded, thread-safe least-recently-used map with hit/miss counters."""
+    """A bounded, thread-safe least-recently-used map with hit/miss counters.
 
-    def __init__(self, capacity: int) -> None:
+    ``capacity`` bounds the sum of ``weigh(value)`` (1 per item by default: a count; a size in
+    bytes for caches bounded by bytes). The newest item is kept even when it alone exceeds it."""
+
+    def __init__(self, capacity: int, weigh: Callable[[V], int] = lambda value: 1) -> None:
         self.capacity = capacity
+        self._weigh = weigh
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._weights: dict[K, int] = {}
+        self.weight = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -73,11 +85,14 @@ class LRU(Generic[K, V]):
                 return self._items[key]
             self.misses += 1
         value = load()
+        weight = self._weigh(value)
         with self._lock:
-            self._items[key] = value
+            self.weight += weight - self._weights.get(key, 0)
+            self._items[key], self._weights[key] = value, weight
             self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            while self.weight > self.capacity and len(self._items) > 1:
+                old, _ = self._items.popitem(last=False)
+                self.weight -= self._weights.pop(old)
         return value
 
 
@@ -90,6 +105,7 @@ class RemoteSegment:
     last_offset: int
     size: int
     max_timestamp: int  # -1 when unknown (listed segments)
+    files: tuple[str, ...] = ()  # uploaded file kinds (registry); () for listed segments
 
 
 class RecentSegments:
@@ -165,10 +181,12 @@ class ClusterReader:
         self.bootstrap_servers = cluster.bootstrap_servers
         self.indexes: LRU[str, OffsetIndex | TimeIndex] = LRU(settings.cache.index_entries)
         self.headers: LRU[str, BatchHeaders] = LRU(settings.cache.header_segments)
+        self.batch_indexes: LRU[str, BatchIndex] = LRU(settings.cache.batch_index_bytes, weigh=lambda index: index.nbytes)
         self._listings: dict[tuple[str, int], tuple[float, list[RemoteSegment]]] = {}
         self._listing_lock = threading.Lock()
         self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
         self.s3_gets = 0
+        self.s3_gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
         self.presigns = 0
         self._recent_segments = RecentSegments(settings.cache.segment_ttl_s)
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
@@ -187,6 +205,7 @@ class ClusterReader:
             params["Range"] = byte_range
         try:
             self.s3_gets += 1
+            self.s3_gets_by_kind[key.rsplit(".", 1)[-1]] += 1
             return self.s3.get_object(**params)["Body"].read()
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
@@ -359,18 +378,64 @@ class ClusterReader:
 
         return self.headers.get_or_load(log_key, lambda: BatchHeaders(read, size))
 
+    def batch_index(self, segment: RemoteSegment | SegmentEntry) -> BatchIndex | None:
+        """The segment's batch index (one GET, then cached), or None when it was uploaded without one."""
+        if FileKind.BATCHINDEX.value not in segment.files:
+            return None
+        key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value
+
+        def load() -> BatchIndex:
+            index = _parse(lambda data, base, name: BatchIndex.from_bytes(data, name=name), self._get(key), segment.base_offset, key)
+            if (index.base_offset, index.segment_size, index.last_offset) != (segment.base_offset, segment.size, segment.last_offset):
+                raise GatewayError(
+                    ErrorCode.CORRUPT_REMOTE_DATA,
+                    f"{key} describes offsets {index.base_offset}..{index.last_offset} in {index.segment_size} bytes; the registry says "
+                    f"{segment.base_offset}..{segment.last_offset} in {segment.size}",
+                )
+            return index
+
+        return self.batch_indexes.get_or_load(key, load)
+
+    def batches_reaching(self, segment: RemoteSegment | SegmentEntry, timestamp: int) -> Iterator[ByteRange]:
+        """The segment's batches whose maxTimestamp is >= ``timestamp``, in order, as byte ranges
+        (offsets-for-timestamp: the first record at or after a time is in the first of them that
+        holds a non-control record reaching it). From the batch index when the segment has one (no
+        .timeindex, .index or header read); else from the .timeindex, .index and batch headers."""
+        index = self.batch_index(segment)
+        if index is not None:
+            slot = index.first_reaching(timestamp)
+            for s in range(len(index) if slot is None else slot, len(index)):
+                e = index.entry(s)
+                if e.max_timestamp >= timestamp:
+                    yield ByteRange(e.position, e.position + e.size, e.base_offset, e.last_offset)
+            return
+        start = self.time_index(segment.object_key, segment.base_offset).lookup(timestamp).offset
+        position = self.offset_index(segment.object_key, segment.base_offset).lookup(start).position
+        headers = self.batch_headers(segment.object_key, segment.size)
+        while position < segment.size:
+            header = headers.at(position)
+            if header.max_timestamp >= timestamp:
+                yield ByteRange(position, position + header.size, header.base_offset, header.last_offset)
+            position += header.size
+
     def plan(self, topic: str, partition: int, offset: int, max_bytes: int) -> Plan:
         segment, gap = self.segment_for(topic, partition, offset)
         start = segment.base_offset if gap is not None else offset
         try:
-            ranges = plan_ranges(
-                index=self.offset_index(segment.object_key, segment.base_offset),
-                headers=self.batch_headers(segment.object_key, segment.size),
-                segment_last_offset=segment.last_offset,
-                offset=start,
-                max_bytes=max_bytes,
-                range_bytes=self.settings.range_bytes,
-            )
+            index = self.batch_index(segment)
+            if index is not None:
+                ranges = plan_from_batch_index(
+                    index, segment_last_offset=segment.last_offset, offset=start, max_bytes=max_bytes, range_bytes=self.settings.range_bytes
+                )
+            else:
+                ranges = plan_ranges(
+                    index=self.offset_index(segment.object_key, segment.base_offset),
+                    headers=self.batch_headers(segment.object_key, segment.size),
+                    segment_last_offset=segment.last_offset,
+                    offset=start,
+                    max_bytes=max_bytes,
+                    range_bytes=self.settings.range_bytes,
+                )
         except UnsupportedFormatError as err:
             raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
         except OffsetOutOfRangeError as err:
@@ -412,7 +477,7 @@ class ClusterReader:
 
 
 def _from_entry(entry: SegmentEntry) -> RemoteSegment:
-    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp)
+    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp, entry.files)
 
 
 def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:

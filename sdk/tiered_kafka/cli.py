@@ -72,12 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         config["bootstrap.servers"] = args.bootstrap_servers
     if args.skip_gaps:
         config["tiered.remote.gap.policy"] = "skip"
+    gateway: GatewayClient | None = None
     try:
         gateway = GatewayClient(args.gateway, args.cluster, token=args.token) if reads_remote(Mode(args.mode)) else None
         consumer = TieredConsumer(config)
     except (TieredKafkaError, KafkaException, ValueError) as err:
+        if gateway is not None:
+            gateway.close()
         print(f"tiered-kafka: {err}", file=sys.stderr)
         return 2
+    except BaseException:
+        if gateway is not None:
+            gateway.close()
+        raise
     try:
         return _run(consumer, gateway, args, sys.stdout)
     except KeyboardInterrupt:
@@ -177,12 +184,12 @@ def _extent(gateway: GatewayClient, mode: Mode, args: argparse.Namespace) -> Par
 
 def _check_range(args: argparse.Namespace, mode: Mode, extent: PartitionExtent | None, low: int, high: int, start: int, end: int | None) -> bool:
     """Refuse a range the mode cannot read (``Refused``); True when it is empty and nothing was asked."""
-    if mode is Mode.REMOTE_ONLY and extent is not None and extent.remote is None:
+    if not reads_kafka(mode) and extent is not None and extent.remote is None:
         kafka_low, kafka_high = extent.kafka_log_start_offset, extent.kafka_high_watermark
         if kafka_high is not None and kafka_low is not None and kafka_high > kafka_low:
             raise Refused(f"remote storage holds none of it (Kafka holds offsets {kafka_low}..{kafka_high - 1}); REMOTE_ONLY reads remote storage only: give --bootstrap-servers to read Kafka")
     if start < low:
-        source = "remote storage's earliest offset" if mode is Mode.REMOTE_ONLY else "the earliest offset of the tiers the mode reads"
+        source = "remote storage's earliest offset" if not reads_kafka(mode) else "the earliest offset of the tiers the mode reads"
         raise Refused(f"OFFSET_OUT_OF_RANGE: offsets {start}..{low - 1} are not readable in {mode.value}: {source} is {low}")
     if end is None or start < end:
         return False
@@ -257,7 +264,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.mode is None:
         args.mode = Mode.REMOTE_PREFERRED.value if args.bootstrap_servers else Mode.REMOTE_ONLY.value
-    if args.mode != Mode.KAFKA_ONLY.value and not (args.gateway and args.cluster):
+    if reads_remote(Mode(args.mode)) and not (args.gateway and args.cluster):
         parser.error(f"mode {args.mode} reads remote storage: give --gateway and --cluster")
     return args
 

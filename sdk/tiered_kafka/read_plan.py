@@ -20,6 +20,12 @@ in windows of ``HEADER_WINDOW`` bytes, and uses the ``.index`` to jump close to 
 
 At least one whole batch is planned even when it is larger than ``max_bytes`` (as Kafka's fetch
 does, KIP-74). Only magic 2 segments are planned; older formats raise ``UnsupportedFormatError``.
+
+A segment uploaded with a batch index (``format.batch_index``: every batch's position and
+offsets) is planned from it in memory (``plan_from_batch_index``): step 1 is a bisection, and the
+candidate boundaries of step 2 are *every* batch start, not only the indexed ones, so ranges come
+closer to ``range_bytes``. Both paths share the rule above (``plan_from``, over a
+``BatchSource``); given the same candidate boundaries they plan the same ranges (tested).
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from tiered_kafka.errors import CorruptRecordError, OffsetOutOfRangeError, TieredKafkaError
+from tiered_kafka.errors import CorruptRecordError, OffsetOutOfRangeError
+from tiered_kafka.format.batch_index import BatchIndex, UnsupportedFormatError
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.record_batch import (
     HEADER_V2_SIZE,
@@ -45,8 +53,7 @@ DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 Reader = Callable[[int, int], bytes]
 
 
-class UnsupportedFormatError(TieredKafkaError):
-    """A segment whose batches are not magic 2 cannot be planned from headers alone."""
+__all__ = ["BatchHeader", "BatchHeaders", "BatchIndexSource", "BatchSource", "ByteRange", "HeaderSource", "UnsupportedFormatError", "plan_from", "plan_from_batch_index", "plan_ranges"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,73 @@ class BatchHeaders:
             pos += size
 
 
+class BatchSource(Protocol):
+    """What the planning rule needs to know about a segment's batches."""
+
+    segment_size: int
+
+    def holding(self, offset: int) -> BatchHeader:
+        """The first batch whose last offset is >= ``offset``; OffsetOutOfRangeError past the last."""
+        ...
+
+    def boundaries(self, low: int, high: int) -> list[int]:
+        """Candidate range ends: batch starts p with low < p <= high, ascending."""
+        ...
+
+    def base_offset_at(self, position: int) -> int:
+        """The base offset of the batch starting at ``position``."""
+        ...
+
+
+class HeaderSource:
+    """Batches known from the ``.index`` and headers read on demand (steps 1 and 2 of the module doc)."""
+
+    def __init__(self, index: OffsetIndex, headers: BatchHeaders) -> None:
+        self.index = index
+        self.headers = headers
+        self.segment_size = headers.segment_size
+
+    def holding(self, offset: int) -> BatchHeader:
+        position = self.index.lookup(offset).position
+        while position < self.segment_size:
+            header = self.headers.at(position)
+            if header.last_offset >= offset:
+                return header
+            position += header.size
+        raise OffsetOutOfRangeError(f"offset {offset} is past the segment's last batch")
+
+    def boundaries(self, low: int, high: int) -> list[int]:
+        return self.index.positions_between(low, high)
+
+    def base_offset_at(self, position: int) -> int:
+        return self.headers.at(position).base_offset
+
+
+class BatchIndexSource:
+    """Batches known from a batch index: every batch start is a candidate boundary."""
+
+    def __init__(self, index: BatchIndex) -> None:
+        self.index = index
+        self.segment_size = index.segment_size
+
+    def holding(self, offset: int) -> BatchHeader:
+        try:
+            e = self.index.holding(offset)
+        except KeyError as err:
+            raise OffsetOutOfRangeError(f"offset {offset} is past the segment's last batch") from err
+        return BatchHeader(e.position, e.size, e.base_offset, e.last_offset, e.max_timestamp)
+
+    def boundaries(self, low: int, high: int) -> list[int]:
+        positions = self.index.positions
+        return list(positions[bisect.bisect_right(positions, low) : bisect.bisect_right(positions, high)])
+
+    def base_offset_at(self, position: int) -> int:
+        try:
+            return self.index.entry(self.index.slot_at(position)).base_offset
+        except KeyError as err:
+            raise CorruptRecordError("no batch starts here in the batch index", position=position) from err
+
+
 def plan_ranges(
     *,
     index: OffsetIndex,
@@ -126,36 +200,46 @@ def plan_ranges(
     """Batch-aligned ranges of one segment, starting with the batch that holds ``offset``.
 
     ``headers`` reads the segment's batch headers (and remembers them: keep one per segment)."""
+    return plan_from(
+        HeaderSource(index, headers), base_offset=index.base_offset, segment_last_offset=segment_last_offset,
+        offset=offset, max_bytes=max_bytes, range_bytes=range_bytes,
+    )
+
+
+def plan_from_batch_index(
+    index: BatchIndex, *, segment_last_offset: int, offset: int, max_bytes: int, range_bytes: int = DEFAULT_RANGE_BYTES
+) -> list[ByteRange]:
+    """``plan_ranges`` from a segment's batch index, in memory (no read at all)."""
+    return plan_from(
+        BatchIndexSource(index), base_offset=index.base_offset, segment_last_offset=segment_last_offset,
+        offset=offset, max_bytes=max_bytes, range_bytes=range_bytes,
+    )
+
+
+def plan_from(
+    source: BatchSource, *, base_offset: int, segment_last_offset: int, offset: int, max_bytes: int, range_bytes: int = DEFAULT_RANGE_BYTES
+) -> list[ByteRange]:
+    """The planning rule of the module doc over any ``BatchSource``."""
     if max_bytes <= 0 or range_bytes <= 0:
         raise ValueError(f"max_bytes and range_bytes must be positive, got {max_bytes} and {range_bytes}")
-    if not index.base_offset <= offset <= segment_last_offset:
-        raise OffsetOutOfRangeError(f"offset {offset} is outside the segment's {index.base_offset}..{segment_last_offset}")
-    segment_size = headers.segment_size
-    first = _batch_holding(headers, index, offset, segment_size)
-    boundaries = _boundaries(index, first, segment_size, max_bytes, range_bytes)
+    if not base_offset <= offset <= segment_last_offset:
+        raise OffsetOutOfRangeError(f"offset {offset} is outside the segment's {base_offset}..{segment_last_offset}")
+    segment_size = source.segment_size
+    first = source.holding(offset)
+    boundaries = _boundaries(source, first, segment_size, max_bytes, range_bytes)
     ranges = []
     start, first_offset = first.position, first.base_offset
     for end in boundaries:
-        last_offset = segment_last_offset if end >= segment_size else headers.at(end).base_offset - 1
+        last_offset = segment_last_offset if end >= segment_size else source.base_offset_at(end) - 1
         ranges.append(ByteRange(start, end, first_offset, last_offset))
         start, first_offset = end, last_offset + 1
     return ranges
 
 
-def _batch_holding(headers: BatchHeaders, index: OffsetIndex, offset: int, segment_size: int) -> BatchHeader:
-    position = index.lookup(offset).position
-    while position < segment_size:
-        header = headers.at(position)
-        if header.last_offset >= offset:
-            return header
-        position += header.size
-    raise OffsetOutOfRangeError(f"offset {offset} is past the segment's last batch")
-
-
-def _boundaries(index: OffsetIndex, first: BatchHeader, segment_size: int, max_bytes: int, range_bytes: int) -> list[int]:
-    """Range ends: index batch starts (or the segment end) after ``first``, within max_bytes."""
+def _boundaries(source: BatchSource, first: BatchHeader, segment_size: int, max_bytes: int, range_bytes: int) -> list[int]:
+    """Range ends: candidate batch starts (or the segment end) after ``first``, within max_bytes."""
     limit = first.position + max(max_bytes, first.size)
-    candidates = index.positions_between(first.position, limit)
+    candidates = source.boundaries(first.position, limit)
     if segment_size <= limit:
         candidates.append(segment_size)
     if not candidates:

@@ -16,6 +16,8 @@ from tiered_kafka.transactions import CommittedFilter, Fate
 
 #: bytes per plan when scanning for ``visible_until``
 SCAN_PLAN_BYTES = 1024 * 1024
+#: bytes ``visible_until`` reads at most (the gateway's default max_bytes_limit); past it nothing is concluded
+SCAN_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -102,7 +104,9 @@ class Visibility:
     ``has_records``: whether any record in ``start..stable_end-1`` would be delivered (False when
     only control batches, aborted or filtered records remain).
     ``known``: False when remote storage could not answer (offsets not remote, or a recorded gap
-    in the way): then nothing is concluded.
+    in the way) or the scan reached ``SCAN_MAX_BYTES`` first: then nothing is concluded.
+    The scan stops at the first record that would be delivered: then ``has_records`` is True and
+    ``stable_end`` is ``end`` (not computed further: the reader is not stuck).
     """
 
     stable_end: int
@@ -115,13 +119,17 @@ def visible_until(client: GatewayClient, topic: str, partition: int, start: int,
     get there (``Visibility``), with the read_committed rule of ``tiered_kafka.transactions``.
 
     A reader whose position stops moving before ``end`` uses it to tell "the rest is not visible"
-    (an open transaction, trailing control batches) from "the rest is still coming".
+    (an open transaction, trailing control batches) from "the rest is still coming". The scan ends
+    at the first record delivered in the range, at ``end``, or after ``SCAN_MAX_BYTES`` (unknown);
+    a plan that does not advance is a ``RemoteReadError``.
     """
     committed = CommittedFilter() if read_committed else None
-    offset, has_records, lso = start, False, None
+    offset, lso, budget = start, None, SCAN_MAX_BYTES
     while offset < end:
+        if budget <= 0:
+            return Visibility(end, True, known=False)
         try:
-            plan = client.plan(topic, partition, offset, SCAN_PLAN_BYTES, read_committed=read_committed)
+            plan = client.plan(topic, partition, offset, min(SCAN_PLAN_BYTES, budget), read_committed=read_committed)
         except OffsetNotRemoteError:
             return Visibility(end, True, known=False)
         if plan.gap is not None:
@@ -129,19 +137,28 @@ def visible_until(client: GatewayClient, topic: str, partition: int, start: int,
         if committed is not None:  # nothing at or past the remote last stable offset (tiered_kafka.transactions)
             committed.set_stable_end(plan.last_stable_offset)
             lso = committed.stable_end
-            released = [r for b, fate in committed.take_released() if fate is Fate.DELIVER for r in b.records]
-            has_records = has_records or any(start <= r.offset < end for r in released)
+            if lso is not None and lso <= start:  # a transaction open since before the position holds everything
+                return Visibility(lso, False)
+            if _delivers([r for b, fate in committed.take_released() if fate is Fate.DELIVER for r in b.records], start, end):
+                return Visibility(end, True)
         for planned in plan.ranges:
             if planned.first_offset >= end:
                 break
+            budget -= planned.size
             for batch in decode_range(fetch_range(client, topic, partition, planned), planned, object_key=plan.object_key):
                 if batch.base_offset >= end:
                     break
-                records = batch.records if committed is None else committed.push(batch)
-                has_records = has_records or any(start <= r.offset < end for r in records)
+                if _delivers(batch.records if committed is None else committed.push(batch), start, end):
+                    return Visibility(end, True)
+        if plan.next_offset <= offset:
+            raise RemoteReadError(f"{topic}-{partition}: the gateway's plan at offset {offset} does not advance (next_offset {plan.next_offset})")
         offset = plan.next_offset
     held = None if committed is None else committed.first_held_offset
     stable_end = end if held is None else max(start, min(end, held))
     if lso is not None and lso < stable_end:  # the remote LSO: may be below start (a transaction opened before it)
         stable_end = lso
-    return Visibility(stable_end, has_records)
+    return Visibility(stable_end, False)
+
+
+def _delivers(records: list[Record], start: int, end: int) -> bool:
+    return any(start <= r.offset < end for r in records)

@@ -85,15 +85,18 @@ import bisect
 import enum
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from tiered_kafka.format.record_batch import ControlRecordType
 from tiered_kafka.format.txn_index import AbortedTxn
-from tiered_kafka.registry import NO_OPEN_TXN
 
 R = TypeVar("R")
 
 NO_PRODUCER_ID = -1
+NO_OPEN_TXN: Final = -1
+"""``open_txn_first_offset`` (a segment's producer snapshot, registry and ``tk-`` metadata): no transaction is open at its end."""
+OPEN_TXN_UNKNOWN: Final = -2
+"""``open_txn_first_offset``: unknown (no producer snapshot, a snapshot contradicting the batches, an old entry)."""
 
 
 class BatchLike(Protocol[R]):  # type: ignore[misc]
@@ -191,9 +194,6 @@ class CommittedFilter(Generic[R]):
     def undecided(self) -> bool:
         """True while some held transactional batch has no fate yet."""
         return bool(self._open)
-
-    def undecided_producers(self) -> list[int]:
-        return sorted(self._open)
 
     # -- inputs --------------------------------------------------------------------------------
     def add_aborted(self, entries: Iterable[AbortedTxn]) -> None:

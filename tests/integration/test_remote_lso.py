@@ -150,6 +150,17 @@ def _gateway_records(stack: TieredStack, start: int) -> tuple[list[Row], int]:
     return rows, offset
 
 
+def _records_at(stack: TieredStack, offset: int, mode: str) -> dict[str, Any]:
+    """One read_committed records response at ``offset`` in ``mode``."""
+    response = httpx.get(
+        f"{stack.gateway_url}/v1/clusters/{stack.cluster}/topics/{TOPIC}/partitions/0/records",
+        params={"offset": offset, "mode": mode, "isolation_level": "read_committed", "max_records": 50},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
 def _remote_lso(stack: TieredStack) -> int | None:
     response = httpx.get(f"{stack.gateway_url}/v1/clusters/{stack.cluster}/topics/{TOPIC}/partitions/0", timeout=30)
     assert response.status_code == 200, response.text
@@ -179,6 +190,8 @@ def test_gateway_records_from_past_the_open_transaction_return_nothing(log: Log)
     assert kafka == []  # the broker's LSO is F: nothing at or past it
     rows, next_offset = _gateway_records(log.stack, start)
     assert rows == kafka and next_offset == start
+    held = _records_at(log.stack, start, "REMOTE_ONLY")  # explicit: held behind the transaction open since F
+    assert (held["source"], held["records"], held["next_offset"], held["last_stable_offset"]) == ("remote", [], start, log.first_open)
     rows, next_offset = _gateway_records(log.stack, 0)  # from the start: up to F, not past it
     assert [r[0] for r in rows] == list(range(log.first_open)) and next_offset == log.first_open
     assert rows == _kafka(log.stack, 0)
@@ -232,6 +245,14 @@ def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(
     try:
         assert _drain(waiting, idle_s=2.0) == []
         log.producer.commit_transaction(30)
+        # the COMMIT marker is in Kafka's active segment only: remote storage still holds S behind the
+        # transaction; REMOTE_ONLY says so, REMOTE_PREFERRED answers from Kafka, which delivers
+        held = _records_at(stack, start, "REMOTE_ONLY")
+        assert (held["source"], held["records"], held["next_offset"], held["last_stable_offset"]) == ("remote", [], start, log.first_open)
+        from_kafka = _records_at(stack, start, "REMOTE_PREFERRED")
+        kafka_rows = [(r["offset"], base64.b64decode(r["key"]), base64.b64decode(r["value"])) for r in from_kafka["records"]]
+        assert from_kafka["source"] == "kafka" and kafka_rows and kafka_rows[0][0] == start, from_kafka
+        assert from_kafka["next_offset"] == kafka_rows[-1][0] + 1
         _plain(stack.bootstrap, "after", 200)  # rolls the segment holding the COMMIT marker
         stack.wait_uploaded(TOPIC)
         segments = stack.registry.segments(TOPIC, 0)
@@ -240,6 +261,7 @@ def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(
         assert _remote_lso(stack) == end
         kafka = [r for r in _kafka(stack, start) if r[0] < end]
         assert kafka and kafka[0][0] == start
+        assert kafka_rows == kafka[: len(kafka_rows)]  # the gateway's Kafka answer before the upload
         assert [r for r in _drain(waiting) if r[0] < end] == kafka  # the same consumer goes on
     finally:
         waiting.close()

@@ -222,9 +222,7 @@ def _committed_visible(cluster: Cluster, topic: str, partition: int, segment: Se
 
 
 def _decided(cluster: Cluster, topic: str, partition: int, segment: SegmentEntry, batch: DecodedBatch) -> bool:
-    """Whether read_committed has decided ``batch`` from remote data (committed or aborted)."""
-    if not batch.transactional:
-        return True
+    """Whether read_committed has decided ``batch`` from remote data (committed or aborted): the rule's answer."""
     info = cluster.partition_info(topic, partition)
     latest = batch.last_offset if info is None else info.latest_offset
     aborted = aborted_txns(cluster, topic, partition, segment)

@@ -27,6 +27,15 @@ router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
     "/clusters/{cluster}/topics/{topic}/partitions/{partition}/records",
     operation_id="readRecords",
     summary="Records from an offset, as JSON, from remote storage or Kafka per the consumption mode",
+    description=(
+        "Records of one source from `offset`, ending at `next_offset` (the next read starts there: no gap, no duplicate).\n\n"
+        "`isolation_level=read_committed` over remote storage: aborted and control records are left out, and the response stops "
+        "before a transaction whose marker is not in remote storage yet, or at the remote last stable offset; it then names that "
+        "offset in `last_stable_offset`. When remote storage holds `offset` but delivers nothing for that reason: REMOTE_PREFERRED "
+        "answers from Kafka at `offset` (`source: kafka`, Kafka's read_committed); REMOTE_ONLY, KAFKA_PREFERRED after Kafka refused "
+        "the offset (below its log start), or no Kafka configured answer 200 with `records: []`, `next_offset == offset` and "
+        "`last_stable_offset` set: the records are held behind an undecided transaction until its marker is uploaded."
+    ),
     responses=TOPIC_ERRORS,  # type: ignore[arg-type]
 )
 def read_records_(

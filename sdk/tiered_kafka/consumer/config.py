@@ -40,7 +40,7 @@ from typing import Any
 
 from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.modes import Mode
+from tiered_kafka.modes import Mode, reads_kafka, reads_remote
 
 _PINTEREST_MODES = {
     "TIERED_STORAGE_ONLY": Mode.REMOTE_ONLY,
@@ -138,16 +138,16 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
     unknown = [k for k in rest if k.startswith("tiered.")]
     if unknown:
         raise ConfigError(f"unknown configuration key(s): {', '.join(sorted(unknown))}")
-    if mode is not Mode.KAFKA_ONLY and (not tiered.gateway_url or not tiered.cluster):
+    if reads_remote(mode) and (not tiered.gateway_url or not tiered.cluster):
         raise ConfigError(f"mode {mode.value} reads remote storage: set tiered.gateway.url and tiered.cluster")
-    if mode is not Mode.REMOTE_ONLY and not tiered.has_kafka:
+    if reads_kafka(mode) and not tiered.has_kafka:
         raise ConfigError(f"mode {mode.value} reads from Kafka: set bootstrap.servers")
     if tiered.gateway_url is not None and not tiered.gateway_url.startswith(("http://", "https://")):
         raise ConfigError(f"tiered.gateway.url must start with http:// or https://, got {tiered.gateway_url!r}")
     if "enable.partition.eof" in rest:
         rest["enable.partition.eof"] = _bool(rest["enable.partition.eof"], "enable.partition.eof")
     least = tiered.prefetch_parallelism * THREAD_OVERHEAD + 2**20
-    if mode is not Mode.KAFKA_ONLY and tiered.prefetch_max_bytes < least:
+    if reads_remote(mode) and tiered.prefetch_max_bytes < least:
         raise ConfigError(
             f"tiered.prefetch.max.bytes: {tiered.prefetch_max_bytes} leaves no room for data with "
             f"tiered.prefetch.parallelism={tiered.prefetch_parallelism}; give at least {least}"

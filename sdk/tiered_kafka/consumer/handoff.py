@@ -199,6 +199,9 @@ class Handoff:
         the partition stops. Once per event: None if the partition already failed."""
         if self.failed:
             return None
+        action = modes.on_authorization_failed(self.mode)
+        if action is not Action.FAIL:  # the only answer the contract gives: no tier is read past data the caller may not see
+            raise ValueError(f"modes.on_authorization_failed answered {action}, which the handoff cannot follow")
         if self.position is None:
             self.position = at
         self.failed = True

@@ -142,10 +142,10 @@ class OffsetsMixin:
         """(low, high): KAFKA_ONLY Kafka's; REMOTE_ONLY remote storage's (high = last + 1); else low
         is the earliest offset of either tier and high Kafka's high watermark."""
         tp = (partition.topic, partition.partition)
-        if self._mode is Mode.KAFKA_ONLY:
+        if not modes.reads_remote(self._mode):
             return self._require_kafka("watermarks").get_watermark_offsets(partition, timeout=-1 if timeout is None else timeout, cached=cached)
         remote = self._tiers.remote_range(tp)
-        if self._mode is Mode.REMOTE_ONLY:
+        if not modes.reads_kafka(self._mode):
             return (0, 0) if remote is None else (remote[0], remote[1] + 1)
         low, high = self._tiers.watermarks(tp, 30 if timeout is None else timeout)
         return (low if remote is None else min(low, remote[0]), high)

@@ -9,6 +9,8 @@ sharing a 20-digit, zero-padded base offset::
     00000000000000000100.txnindex   aborted transactions (only when there are any)
     00000000000000000100.snapshot   producer state snapshot (named by offset, written on roll)
 
+Remote storage also holds ``{base}.batchindex``, our agent's per-batch index (``batch_index``).
+
 A trailing ``.deleted`` marks files that retention has scheduled for deletion (removed after
 ``file.delete.delay.ms``), ``.cleaned`` and ``.swap`` are the log cleaner's intermediate files.
 """
@@ -32,6 +34,7 @@ class FileKind(enum.StrEnum):
     TIMEINDEX = "timeindex"
     TXNINDEX = "txnindex"
     SNAPSHOT = "snapshot"
+    BATCHINDEX = "batchindex"  # not Kafka's: one entry per batch, written by our agent (format.batch_index)
 
 
 class Suffix(enum.StrEnum):
@@ -72,7 +75,7 @@ class SegmentFileName:
         match = _NAME_RE.match(name)
         if match is None:
             raise InvalidSegmentNameError(
-                f"{name!r} is not a segment file name (20-digit offset, .log/.index/.timeindex/"
+                f"{name!r} is not a segment file name (20-digit offset, .log/.index/.timeindex/.batchindex/"
                 ".txnindex/.snapshot, optional .deleted/.cleaned/.swap)"
             )
         return cls(int(match["offset"]), FileKind(match["kind"]), Suffix(match["suffix"] or ""))

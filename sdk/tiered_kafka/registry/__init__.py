@@ -34,7 +34,8 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
     checksum        "{algorithm}:{value}", e.g. "crc32c:1a2b3c4d", over the .log bytes
     leader_epoch    leader epoch of the segment's last batch (-1 when unknown)
     upload_time_ms  when the agent uploaded it (ms since the epoch)
-    files           comma-separated file kinds uploaded, in this order: log,index,timeindex,txnindex,snapshot
+    files           comma-separated file kinds uploaded, in this order: log,index,timeindex,txnindex,snapshot,
+                    batchindex (format.batch_index; added by ``add_files`` when backfilled)
     aborted_txns    entries (AbortedTxn) in the segment's .txnindex; 0 when it has none (-1 unknown)
     control_records control records (COMMIT/ABORT markers) in the segment's batches (-1 unknown)
     open_txn_first_offset  first offset of the earliest transaction still open after the segment

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -108,6 +109,7 @@ class Registry:
         self._clear = client.register_script(_scripts._CLEAR_LUA)
         self._coverage_start = client.register_script(_scripts._COVERAGE_START_LUA)
         self._raise = client.register_script(_scripts._RAISE_LUA)
+        self._set_files = client.register_script(_scripts._SET_FILES_LUA)
 
     def __repr__(self) -> str:
         return f"Registry(cluster={self.cluster!r}, namespace={self.namespace!r})"
@@ -184,6 +186,17 @@ class Registry:
             )
         self.ensure_listed(topic, partition)
         return bool(int(added))
+
+    def add_files(self, entry: SegmentEntry, kinds: Iterable[str]) -> bool:
+        """Add file kinds uploaded after registration (a backfilled batch index) to ``entry``'s ``files``.
+
+        Only while the registry still holds this very segment (same checksum); returns False when
+        it does not (deleted by retention, or replaced). Idempotent."""
+        files = dataclasses.replace(entry, files=(*entry.files, *kinds)).files  # validated, canonical order
+        keys = self.keys(entry.topic, entry.partition)
+        with _translated(f"set the files of {entry.topic}-{entry.partition} segment {entry.base_offset}"):
+            done = self._set_files(keys=[keys.segment(entry.base_offset)], args=[entry.checksum, ",".join(files)])
+        return bool(int(done))
 
     def delete_segment(self, topic: str, partition: int, base_offset: int) -> SegmentEntry | None:
         """Remove the segment with this base offset; returns what was removed, or None if nothing was.

@@ -10,6 +10,7 @@ from typing import Any, Final
 from tiered_kafka.errors import ConfigError, InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind, parse_partition_dir_name, partition_dir_name
 from tiered_kafka.registry._errors import MalformedRegistryDataError, RegistryValueError
+from tiered_kafka.transactions import NO_OPEN_TXN, OPEN_TXN_UNKNOWN  # the rule module defines them; re-exported by the registry
 
 DEFAULT_NAMESPACE: Final = "tk"
 MAX_OFFSET: Final = 2**53 - 1
@@ -34,13 +35,9 @@ SEGMENT_FIELDS: Final = (
 )
 OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records", "open_txn_first_offset")
 """Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``) when an entry registered before them lacks them."""
-NO_OPEN_TXN: Final = -1
-"""``open_txn_first_offset``: no transaction is open at the segment's end."""
-OPEN_TXN_UNKNOWN: Final = -2
-"""``open_txn_first_offset``: unknown (no producer snapshot, a snapshot contradicting the batches, an old entry)."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
 
-_FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot
+_FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot, batchindex
 _CHECKSUM_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*:\S+")
 _INT_RE: Final = re.compile(r"-?[0-9]+")
 _SEGMENT_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20})")

@@ -162,3 +162,12 @@ end
 for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
 return #ARGV
 """
+
+# KEYS: segment hash.  ARGV: checksum, files.  Sets the segment's files only while the hash holds
+# this very segment (same checksum): a segment deleted or replaced meanwhile is left alone.
+_SET_FILES_LUA = """
+local cur = redis.call('HGET', KEYS[1], 'checksum')
+if cur ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'files', ARGV[2])
+return 1
+"""

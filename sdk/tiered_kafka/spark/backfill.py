@@ -32,7 +32,12 @@ transactions still open. Rows are the records the read delivers. So, per partiti
        during the read; when the registry knows it, the read's count must equal it too
     A  aborted records the read dropped (read_committed; 0 under read_uncommitted), counted
     U  undecided records the read held back (read_committed: a transaction still open at the
-       end of remote data, and records after it in the same Spark task; ``reading`` module doc)
+       end of remote data, and every record after it; ``reading`` module doc)
+
+Under read_committed a partition with undecided records is not finished: the first undecided
+offset is its *resume offset* (where a read_committed consumer stands, Kafka's last stable
+offset), printed per partition; a later backfill from there writes the rest once the transaction
+is decided.
 
 The read's counts come from the same pass that writes the rows: the data source's internal
 ``tiered.includeControlRecords`` option emits each left-out record as a row whose ``skipped``
@@ -90,6 +95,7 @@ class PartitionCheck:
     aborted_records: int = 0
     undecided_records: int = 0
     registry_control_records: int | None = None  # None when a segment does not know it
+    resume_offset: int | None = None  # read_committed: the first undecided offset (None: none held back)
 
     @property
     def control(self) -> int:
@@ -223,7 +229,13 @@ def backfill(
     metrics = [
         F.sum(F.when((F.col("topic") == t) & (F.col("partition") == p) & (F.col("skipped") == why), 1).otherwise(0)).alias(name)
         for (t, p, why), name in skipped_columns.items()
-    ] or [F.count(F.lit(1)).alias("rows_read")]
+    ]
+    resume_columns = {(r.topic, r.partition): f"resume_{i}" for i, r in enumerate(to_read)}
+    metrics += [
+        F.min(F.when((F.col("topic") == t) & (F.col("partition") == p) & (F.col("skipped") == "undecided"), F.col("offset"))).alias(name)
+        for (t, p), name in resume_columns.items()
+    ]
+    metrics = metrics or [F.count(F.lit(1)).alias("rows_read")]
     data = (
         df.observe(observation, *metrics)
         .filter(F.col("skipped").isNull())
@@ -235,6 +247,7 @@ def backfill(
         data.write.mode("overwrite" if overwrite else "errorifexists").partitionBy("topic", "partition", "date").parquet(output)
     observed = observation.get
     skipped = {key: int(observed.get(name) or 0) for key, name in skipped_columns.items()}
+    resume = {key: None if observed.get(name) is None else int(observed[name]) for key, name in resume_columns.items()}
 
     # 3. counting
     say("[counting] reading the Parquet back and comparing with the registry")
@@ -250,6 +263,7 @@ def backfill(
             aborted_records=skipped.get((*key, "aborted"), 0),
             undecided_records=skipped.get((*key, "undecided"), 0),
             registry_control_records=registry_control_records(segments, r.start, r.end) if r.count else None,
+            resume_offset=resume.get(key),
         )
         result.checks.append(check)
         status = "ok" if check.ok else "MISMATCH: " + "; ".join(check.problems)
@@ -257,6 +271,11 @@ def backfill(
             f"[counting]   {r.topic}-{r.partition}: {rows} rows written, registry {records} records in {n_segments} segments"
             f" - {check.control} control - {check.aborted_records} aborted - {check.undecided_records} undecided = {check.expected}: {status}"
         )
+        if check.resume_offset is not None:
+            say(
+                f"[counting]   {r.topic}-{r.partition}: resume offset {check.resume_offset}: a transaction there is still open in remote "
+                f"storage (read_committed); offsets {check.resume_offset}..{r.end - 1} are not written yet: backfill from {check.resume_offset} once it is decided"
+            )
     unexpected = sorted(set(written) - {(r.topic, r.partition) for r in offsets})
     for t, p in unexpected:
         rows = written[(t, p)][0]

@@ -24,6 +24,12 @@ Rules:
    runs whose byte sizes are as equal as the range boundaries allow (each cut at the range
    boundary nearest to k × bytes / N). A run may span two Kafka partitions; it is then read as
    one *slice* per partition. Ranges are batch-aligned (read-plan contract), so no batch is split.
+   Decision (read_committed): a partition whose remote last stable offset is unknown
+   (``OffsetRange.stable_end`` None) is never cut: all its ranges go to one task, read as one slice,
+   so one ``CommittedFilter`` sees the partition in order and its read stops at the first
+   undecided offset (``reading`` module doc). Cut into slices, each slice's own filter would drop
+   the rest of its slice after a transaction open at the end of remote data while the next slice
+   delivered its own records: a hole a Kafka read_committed consumer never produces.
 5. **Exact offsets.** Every slice carries its partition's [start, end): the first range may start
    at the batch holding ``start`` and the last may end after ``end``; the executor drops records
    outside [start, end). Ranges are disjoint, so every offset is read exactly once.
@@ -384,10 +390,12 @@ def balance(sizes: Sequence[int], n: int) -> list[tuple[int, int]]:
 def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list[ReadTask]:
     """``n`` tasks of contiguous units (ordered by topic, partition, offset), balanced by bytes."""
     ordered = sorted(units, key=lambda u: (u.offsets.topic, u.offsets.partition, u.planned.first_offset))
+    atoms = uncut_runs(ordered, options.read_committed)
     tasks = []
-    for index, (a, b) in enumerate(balance([u.size for u in ordered], n)):
+    for index, (a, b) in enumerate(balance([sum(u.size for u in atom) for atom in atoms], n)):
         slices = []
-        for (_t, _p), group in itertools.groupby(ordered[a:b], key=lambda u: (u.offsets.topic, u.offsets.partition)):
+        members_of_task = [u for atom in atoms[a:b] for u in atom]
+        for (_t, _p), group in itertools.groupby(members_of_task, key=lambda u: (u.offsets.topic, u.offsets.partition)):
             members = list(group)
             r = members[0].offsets
             slices.append(Slice(r.topic, r.partition, r.start, r.end, tuple((u.object_key, u.planned) for u in members), r.stable_end))
@@ -404,6 +412,19 @@ def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list
             )
         )
     return tasks
+
+
+def uncut_runs(ordered: Sequence[RangeUnit], read_committed: bool) -> list[list[RangeUnit]]:
+    """The units (ordered) grouped into runs no task boundary may cut: under read_committed, all
+    the units of a partition whose stable end is unknown (rule 4's decision); every other unit alone."""
+    runs: list[list[RangeUnit]] = []
+    for unit in ordered:
+        whole = read_committed and unit.offsets.stable_end is None
+        if whole and runs and (runs[-1][0].offsets.topic, runs[-1][0].offsets.partition) == (unit.offsets.topic, unit.offsets.partition):
+            runs[-1].append(unit)
+        else:
+            runs.append([unit])
+    return runs
 
 
 # -- helpers -----------------------------------------------------------------------------------------

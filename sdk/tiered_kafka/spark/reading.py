@@ -12,8 +12,15 @@ at a time, never mixing two Kafka partitions.
 ``tiered_kafka.transactions.CommittedFilter``, fed with the slice's batches in offset order
 (aborted records and control records never become rows). Decision for a slice that ends inside
 an open transaction: the task *reads on* for markers only, planning through the gateway from the
-slice's last planned offset (ranges of ``LOOKAHEAD_BYTES``), until every held transaction is
+slice's last planned offset (plans of ``LOOKAHEAD_BYTES``), until every held transaction is
 decided or remote storage ends (a plan past its end), so a slice boundary never changes a fate.
+How far it reads on: with the stable end known, every transaction the filter still holds began
+below it, so remote storage holds its marker (none is open at its end) and the look-ahead stops at
+that marker. It may lie past the stable end (a transaction that began below it can end after a
+later one began), so the stable end does not bound the look-ahead. With the stable end unknown the
+look-ahead reads at most ``LOOKAHEAD_MAX_BYTES`` (the gateway's default ``max_bytes_limit``, as its
+records endpoint does); what is still open then is undecided. Such a partition is read by one
+slice only (``planning.make_tasks``), so the look-ahead runs once per partition, not per slice.
 The executor cannot read ``.txnindex`` objects (the gateway plans ``.log`` ranges only), so
 markers are its only input; they decide exactly what the index would. A transaction still open at
 the end of remote data is undecided: its records and every record of the slice after its first
@@ -24,8 +31,11 @@ slice also holds back what is at or past the partition's remote last stable offs
 source was planned (``Slice.stable_end``; ``transactions`` module doc), so a slice starting past a
 transaction opened in an earlier slice and still open yields nothing past it either, as Kafka's
 source under read_committed would; those records are ``undecided`` too. When that offset is
-unknown (no producer snapshot), a later task does not see a transaction opened in an earlier
-one: its records are rows when final (non-transactional, or decided by their own markers).
+unknown (no producer snapshot: Pinterest buckets, entries from before the field), the partition's
+read is one slice (``planning.make_tasks``): one filter sees it in order and the read stops at its
+first undecided offset, as a Kafka read_committed consumer stops at the LSO; nothing after it is a
+row, so there is never a hole in the middle of a partition. The backfill prints that offset as the
+partition's resume offset.
 
 Spark reuses its Python workers across tasks, so each worker process keeps one
 ``GatewayClient`` per (gateway, cluster, token) (:func:`shared_client`): its HTTP connection
@@ -57,6 +67,7 @@ PREFETCH = 2
 BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024
 LOOKAHEAD_BYTES = 4 * 1024 * 1024
+LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024  # stable end unknown: the gateway's default max_bytes_limit
 
 _clients: dict[tuple[str, str, str | None], GatewayClient] = {}
 _clients_lock = threading.Lock()
@@ -148,15 +159,18 @@ class _SliceReader:
             return
         piece = self.piece
         offset = self.next_offset
-        while rule.undecided:
+        budget = LOOKAHEAD_MAX_BYTES if piece.stable_end is None else None  # module doc: how far it reads on
+        while rule.undecided and (budget is None or budget > 0):
             try:
-                plan = gateway.plan(piece.topic, piece.partition, offset, LOOKAHEAD_BYTES)
+                plan = gateway.plan(piece.topic, piece.partition, offset, LOOKAHEAD_BYTES if budget is None else min(budget, LOOKAHEAD_BYTES))
             except OffsetNotRemoteError as err:
                 if err.past_the_end:
                     break  # remote storage ends: what is open stays undecided
                 raise
             for planned in plan.ranges:
                 data = fetch_range(gateway, piece.topic, piece.partition, planned)
+                if budget is not None:
+                    budget -= len(data)
                 for batch in iter_batches(data, position=planned.start):
                     rule.look_ahead(decode_batch(batch, with_records=False))
                 if not rule.undecided:

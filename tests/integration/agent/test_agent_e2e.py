@@ -7,6 +7,7 @@ import pytest
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka.format.checkpoints import parse_offset_wm
+from tiered_kafka.format.batch_index import build as build_batch_index
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka_agent.agent import Agent
@@ -39,7 +40,9 @@ def test_rolled_segments_are_uploaded_and_registered(start_dev_broker, redis_ser
                 # UnifiedLog.roll); it ships with this segment, under this segment's stem
                 snapshot = directory / f"{entry.next_offset:020d}.snapshot"
                 assert snapshot.exists()
-                assert entry.files == ("log", "index", "timeindex", "snapshot")
+                assert entry.files == ("log", "index", "timeindex", "snapshot", "batchindex")
+                key = agent.keyspace.segment_key("orders", p, entry.base_offset, FileKind.BATCHINDEX)  # format.batch_index, from the CRC scan
+                assert s3_server.client().get_object(Bucket=s3_bucket, Key=key)["Body"].read() == build_batch_index(local, entry.base_offset).to_bytes()
                 key = agent.keyspace.segment_key("orders", p, entry.base_offset, FileKind.SNAPSHOT)
                 assert s3_server.client().get_object(Bucket=s3_bucket, Key=key)["Body"].read() == snapshot.read_bytes()
                 assert (entry.aborted_txns, entry.control_records) == (0, 0)
@@ -63,3 +66,29 @@ def test_rolled_segments_are_uploaded_and_registered(start_dev_broker, redis_ser
             len(rotated_bases(tmp_path / "logs" / f"orders-{p}")) for p in range(2)
         )
         assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="orders") == 0
+
+
+
+def test_segments_passed_without_registration_are_forgotten(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    """offset.wm lost: a new agent passes the registered segments again ("nothing new"). Every branch
+    that finishes with a segment forgets when it was first seen, so a long-running agent keeps
+    nothing of them (only registrations did before)."""
+    broker = start_dev_broker(tmp_path / "logs")
+    bootstrap = broker.broker.bootstrap_servers
+    create_topic(bootstrap, "orders", 1, **{"segment.bytes": "50000"})
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    produce(bootstrap, "orders", [(0, str(i).encode(), value_for(i)) for i in range(500)], **{"linger.ms": 1, "batch.num.messages": 5})
+    rotated = rotated_bases(tmp_path / "logs" / "orders-0")
+    assert len(rotated) >= 3
+    with Agent(settings) as agent:
+        wait_for(lambda: [s.base_offset for s in registry.segments("orders", 0)] == rotated, what="orders-0 registered")
+        wm_key = agent.keyspace.offset_wm_key("orders", 0)
+        wait_for(lambda: agent._uploaders["orders-0"]._watermark == rotated[-1], what="offset.wm written")
+    s3_server.client().delete_object(Bucket=s3_bucket, Key=wm_key)
+    with Agent(settings) as again:
+        wait_for(lambda: "orders-0" in again._uploaders and again._uploaders["orders-0"]._watermark == rotated[-1], what="orders-0 passed again")
+        uploader = again._uploaders["orders-0"]
+        assert parse_offset_wm(s3_server.client().get_object(Bucket=s3_bucket, Key=wm_key)["Body"].read()) == rotated[-1]
+        assert [b for b in uploader._first_seen if b <= rotated[-1]] == []
+        assert again.metrics.value("tiered_kafka_agent_segments_uploaded_total", topic="orders") == 0  # nothing registered twice

@@ -284,4 +284,14 @@ def test_read_committed_transaction_open_at_the_end_and_aborted_across_segments(
     # p11 stays open at the end of remote data: nothing at or after 19 from a read that sees it
     tail = read(15)
     assert ([r["offset"] for r in tail["records"]], tail["next_offset"], tail["remote_latest_offset"]) == ([17], 19, 21)
+    assert tail["last_stable_offset"] == 19  # the response says where and why it stopped
     assert (read(19)["records"], read(20)["next_offset"]) == ([], 20)
+    # held at the offset asked: never a bare empty answer. REMOTE_ONLY, and REMOTE_PREFERRED with no
+    # Kafka to ask, name the first held offset (19; from 20: the remote LSO, below the offset)
+    for mode in ("REMOTE_ONLY", "REMOTE_PREFERRED"):
+        for offset in (19, 20):
+            body = read(offset, mode=mode)
+            assert (body["source"], body["records"], body["next_offset"], body["last_stable_offset"]) == ("remote", [], offset, 19), (mode, offset)
+    assert read(0, max_records=2)["last_stable_offset"] is None  # stopped by max_records, not held
+    uncommitted = client.get(url(settings, "txn"), params={"offset": 19}).json()
+    assert uncommitted["last_stable_offset"] is None and [r["offset"] for r in uncommitted["records"]] == [19, 20, 21]

@@ -129,6 +129,8 @@ def test_backfill_read_committed_counts_aborted_control_and_undecided_records(sp
     assert (check.registry_records, check.control_records, check.aborted_records, check.undecided_records, check.rows) == (22, 4, 7, 3, 8)
     assert check.expected == 8 and result.ok, lines
     assert "- 4 control - 7 aborted - 3 undecided = 8: ok" in "\n".join(lines)
+    assert check.resume_offset == 19  # p11 (19-20) is open: the read stops there, and says where to resume
+    assert "txn-0: resume offset 19: a transaction there is still open" in "\n".join(lines)
     assert sorted(read_parquet(output)[("txn", 0)]) == COMMITTED_OFFSETS
     # the check can fail: one aborted record more than the read dropped is a mismatch, named
     wrong = PartitionCheck(**{**check.__dict__, "aborted_records": 6})

@@ -50,3 +50,21 @@ def test_describe_names_kafkas_error_first() -> None:
     assert describe(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied"))).startswith("TOPIC_AUTHORIZATION_FAILED: ")
     gap = RemoteGapError("offsets 5..9 are missing", topic="t", partition=0, start_offset=5, end_offset=9, reason="deleted")
     assert describe(gap).endswith("(--skip-gaps reads past it)")
+
+
+def test_the_gateway_client_is_closed_when_the_consumer_cannot_be_created(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiered_kafka import cli
+    from tiered_kafka.gateway_client import GatewayClient
+
+    closed: list[GatewayClient] = []
+    real_close = GatewayClient.close
+
+    def close(self: GatewayClient) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(GatewayClient, "close", close)
+    # KAFKA_PREFERRED reads remote storage (a gateway client is made) and Kafka, which is not given: TieredConsumer refuses
+    code = cli.main(["cat", "t", "0", "--gateway", "http://127.0.0.1:9", "--cluster", "c", "--mode", "KAFKA_PREFERRED"])
+    assert code == 2 and "set bootstrap.servers" in capsys.readouterr().err
+    assert len(closed) == 1

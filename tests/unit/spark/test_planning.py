@@ -185,3 +185,20 @@ def test_make_tasks_groups_slices_and_carries_the_gateway() -> None:
     assert (tasks[0].gateway_url, tasks[0].cluster, tasks[0].token, tasks[0].include_headers) == ("http://gw", "c", "tok", True)
     three = make_tasks(units, 3, read_options)
     assert [[s.partition for s in t.slices] for t in three] == [[0], [0, 1], [1]]  # a run may span two partitions
+
+
+def test_read_committed_never_cuts_a_partition_whose_stable_end_is_unknown() -> None:
+    """Rule 4's decision: one slice per such partition, so one filter stops at its first undecided offset."""
+    unknown, known = OffsetRange("t", 0, 0, 60, stable_end=None), OffsetRange("t", 1, 0, 60, stable_end=60)
+
+    def unit(offsets: OffsetRange, first: int) -> RangeUnit:
+        return RangeUnit(offsets, "seg", PlannedRange(0, 10, first, first + 9, "u", "bytes=0-9"))
+
+    units = [unit(unknown, f) for f in range(0, 60, 10)] + [unit(known, f) for f in range(0, 60, 10)]
+    committed = make_tasks(units, 6, options(**{"kafka.isolation.level": "read_committed"}))
+    slices = [(s.partition, [r.first_offset for _k, r in s.ranges]) for t in committed for s in t.slices]
+    assert slices[0] == (0, [0, 10, 20, 30, 40, 50])  # partition 0 whole, in one task
+    assert [p for p, _ in slices].count(0) == 1 and [p for p, _ in slices].count(1) > 1  # partition 1 is still cut
+    assert all(t.read_committed for t in committed)
+    uncommitted = make_tasks(units, 6, options())  # read_uncommitted: every partition may be cut
+    assert sum(1 for t in uncommitted for s in t.slices if s.partition == 0) > 1

@@ -1,0 +1,176 @@
+"""Plans from memory: S3 GETs per GB and cold/warm plan latency, with the batch index beside today's path.
+
+    .venv/bin/python bench/bench_plans.py [--segments 4] [--segment-mib 32] [--trials 40]
+
+It starts Redis and SeaweedFS (the tests' launchers), writes a partition with the format core's
+log.dir writer (16-record batches of 1 KiB records, as ``bench_agent.py``), has the agent upload
+it (with a batch index per segment), and plans through the gateway's ``ClusterReader`` in this
+process. The reference is the same reader with the batch index ignored (``HeaderPath``: the
+``.index`` and 64 KiB batch-header windows, as for segments uploaded before it). In one run:
+
+1. **S3 GETs per GB read sequentially through plans, cold caches**, gateway plus client: plan
+   through the whole partition (``next_offset`` = the last range's last offset + 1) and fetch
+   every range through its presigned URL (urllib, as a client anywhere). Gateway GETs come from
+   the reader's own counters (``s3_gets``, by kind in ``s3_gets_by_kind``), client GETs are the
+   ranges fetched; the bytes fetched must equal the registered segments' bytes. At the SDK's
+   default plan size (``tiered.plan.max.bytes``, 4 MiB) and at 8 MiB. Wall and CPU seconds of
+   this process (gateway and client both run in it) beside each.
+2. **Cold ÷ warm plan latency**, p50 and p99: per trial a fresh reader (connections opened by a
+   plan of another segment first), then the first plan of a segment (cold: its index objects are
+   fetched) and a second plan at another offset of it (warm).
+3. **Batch-index size ÷ segment size** for these 1 KiB records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+MIB = 1024 * 1024
+TOPIC = "bench"
+HERE = Path(__file__).resolve().parent
+SDK_PLAN_BYTES = 4 * MIB  # tiered.plan.max.bytes default (sdk/tiered_kafka/consumer/config.py)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def read_through_plans(reader: Any, earliest: int, latest: int, max_bytes: int) -> tuple[int, int, int]:
+    """(plans, client range GETs, bytes) reading the partition in order through presigned URLs."""
+    plans = gets = total = 0
+    offset = earliest
+    while offset <= latest:
+        plan = reader.plan(TOPIC, 0, offset, max_bytes)
+        plans += 1
+        for r, url in zip(plan.ranges, plan.urls, strict=True):
+            data = urllib.request.urlopen(urllib.request.Request(url, headers={"Range": r.http_range}), timeout=30).read()
+            if len(data) != r.size:
+                raise RuntimeError(f"range {r.http_range} of {plan.segment.object_key}: {len(data)} bytes, expected {r.size}")
+            gets += 1
+            total += len(data)
+        offset = plan.ranges[-1].last_offset + 1
+    return plans, gets, total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segments", type=int, default=4)
+    parser.add_argument("--segment-mib", type=int, default=32)
+    parser.add_argument("--trials", type=int, default=40)
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(HERE))
+    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402  (the same partition writer and agent set-up)
+
+    from tiered_kafka.format.segment_names import FileKind
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_dev.services import RedisServer, S3Server
+    from tiered_kafka_gateway.config import load_settings
+    from tiered_kafka_gateway.remote import ClusterReader
+
+    class HeaderPath(ClusterReader):
+        """The reference: today's path (the batch index ignored, as for an old upload)."""
+
+        def batch_index(self, segment: Any) -> None:
+            return None
+
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket("bench")
+        log_dir = Path(tmp) / "logs"
+        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB, uploading with the agent ...", file=sys.stderr, flush=True)
+        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        agent = settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2)
+        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+        agent_upload(agent, registry, args.segments)
+        entries = registry.segments(TOPIC, 0)
+        info = registry.partition_info(TOPIC, 0)
+        assert info is not None and len(entries) == args.segments, (info, len(entries))
+        assert all(FileKind.BATCHINDEX.value in e.files for e in entries), "the agent uploaded no batch index"
+        segment_bytes = sum(e.size for e in entries)
+        client = s3.client()
+        index_bytes = sum(
+            client.head_object(Bucket=bucket, Key=e.object_key[: -len("log")] + "batchindex")["ContentLength"] for e in entries
+        )
+        gateway = load_settings(clusters={cluster: {
+            "redis_url": redis_server.url,
+            "s3": {
+                "bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits,  # type: ignore[attr-defined]
+                "endpoint_url": s3.endpoint_url, "region": s3.region,
+                "access_key_id": s3.access_key, "secret_access_key": s3.secret_key,
+            },
+        }})
+        cluster_settings = gateway.clusters[cluster]
+        readers = {"batch index": ClusterReader, "headers (reference)": HeaderPath}
+
+        # 1. GETs per GB, cold caches
+        gets: dict[tuple[str, int], tuple[int, int, int, int, float, float, dict[str, int]]] = {}
+        for plan_bytes in (SDK_PLAN_BYTES, 8 * MIB):
+            for name, kind in readers.items():
+                print(f"reading through {plan_bytes // MIB} MiB plans, {name} ...", file=sys.stderr, flush=True)
+                reader = kind(cluster, cluster_settings, gateway)
+                wall, cpu = time.perf_counter(), time.process_time()
+                plans, client_gets, read_bytes = read_through_plans(reader, info.earliest_offset, info.latest_offset, plan_bytes)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                if read_bytes != segment_bytes:
+                    raise SystemExit(f"read {read_bytes} bytes through plans, but the registered segments hold {segment_bytes}")
+                gets[(name, plan_bytes)] = (reader.s3_gets, client_gets, plans, read_bytes, wall, cpu, dict(reader.s3_gets_by_kind))
+
+        # 2. cold and warm plan latency
+        latency: dict[str, tuple[list[float], list[float]]] = {}
+        rng = random.Random(7)
+        for name, kind in readers.items():
+            print(f"cold and warm plans, {name} ...", file=sys.stderr, flush=True)
+            cold, warm = [], []
+            for trial in range(args.trials):
+                reader = kind(cluster, cluster_settings, gateway)
+                target, other = entries[trial % len(entries)], entries[(trial + 1) % len(entries)]
+                reader.plan(TOPIC, 0, other.base_offset, SDK_PLAN_BYTES)  # opens the connections (Redis, S3)
+                for bucket_list in (cold, warm):
+                    offset = rng.randint(target.base_offset, target.last_offset)
+                    started = time.perf_counter()
+                    reader.plan(TOPIC, 0, offset, SDK_PLAN_BYTES)
+                    bucket_list.append(time.perf_counter() - started)
+            latency[name] = (cold, warm)
+
+    print(f"plan benchmark: {args.segments} segments of ~{args.segment_mib} MiB ({segment_bytes / 1e6:.0f} MB, offsets "
+          f"{info.earliest_offset}..{info.latest_offset}), 16-record batches of 1 KiB records, gateway and client in one process")
+    print("1. S3 GETs per GB read sequentially through plans, cold caches (gateway + client ranges)")
+    for plan_bytes in (SDK_PLAN_BYTES, 8 * MIB):
+        label = "SDK default" if plan_bytes == SDK_PLAN_BYTES else "8 MiB plans"
+        rows = {name: gets[(name, plan_bytes)] for name in readers}
+        for name, (own, client_gets, plans, read_bytes, wall, cpu, kinds) in rows.items():
+            gb = read_bytes / 1e9
+            print(f"   {label} ({plan_bytes // MIB} MiB), {name:20}: {(own + client_gets) / gb:7.1f} GETs/GB = gateway {own / gb:6.1f} "
+                  f"({own} GETs: {kinds}) + client {client_gets / gb:6.1f} ({client_gets}); {plans} plans; wall {wall:.2f} s, CPU {cpu:.2f} s")
+        new, old = rows["batch index"], rows["headers (reference)"]
+        ratio = (new[0] + new[1]) / (old[0] + old[1])
+        print(f"   {label}: batch index / reference GETs = {ratio:.3f}   (goal <= 130 GETs/GB: "
+              f"{'met' if (new[0] + new[1]) / (new[3] / 1e9) <= 130 else 'NOT met'}); CPU {new[5]:.2f} s vs {old[5]:.2f} s")
+    print(f"2. plan latency (fresh reader per trial, {args.trials} trials, max_bytes {SDK_PLAN_BYTES // MIB} MiB)")
+    for name, (cold, warm) in latency.items():
+        c50, c99, w50, w99 = statistics.median(cold), percentile(cold, 0.99), statistics.median(warm), percentile(warm, 0.99)
+        print(f"   {name:20}: cold p50 {c50 * 1000:.2f} ms p99 {c99 * 1000:.2f} ms; warm p50 {w50 * 1000:.2f} ms p99 {w99 * 1000:.2f} ms; "
+              f"cold/warm p50 {c50 / w50:.2f}, p99 {c99 / w99:.2f}   (goal <= 2: {'met' if c50 / w50 <= 2 and c99 / w99 <= 2 else 'NOT met'})")
+    print(f"3. batch-index size / segment size: {index_bytes} / {segment_bytes} = {index_bytes / segment_bytes:.4%}   "
+          f"(goal < 0.5%: {'met' if index_bytes / segment_bytes < 0.005 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
