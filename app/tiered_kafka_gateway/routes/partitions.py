@@ -15,7 +15,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
@@ -177,8 +176,8 @@ def remote_offset_for_timestamp(
 ) -> tuple[int, int] | None:
     """Kafka's ListOffsets rule over remote data: the first record (control records aside) whose
     timestamp is >= ``timestamp``, as (offset, its timestamp), or None. The registry's per-segment
-    max timestamps pick the segment, its .timeindex and .index a position, batch headers the
-    batch; only that one batch is downloaded to find the record.
+    max timestamps pick the segment, its batch index (or, without one, its .timeindex, .index and
+    batch headers: ``ClusterReader.batches_reaching``) the batch; only that batch is downloaded.
 
     Under read_committed, as Kafka's ListOffsets with READ_COMMITTED answers no offset at or past
     the last stable offset: when the record found belongs to a transaction that is undecided in
@@ -194,22 +193,16 @@ def remote_offset_for_timestamp(
     for segment in segments:
         if segment.max_timestamp < timestamp:
             continue
-        start = cluster.time_index(segment.object_key, segment.base_offset).lookup(timestamp).offset
-        position = cluster.offset_index(segment.object_key, segment.base_offset).lookup(start).position
-        headers = cluster.batch_headers(segment.object_key, segment.size)
-        while position < segment.size:
-            header = headers.at(position)
-            if header.max_timestamp >= timestamp:
-                data = cluster.read_range(segment.object_key, ByteRange(position, position + header.size, header.base_offset, header.last_offset))
-                for batch in iter_batches(data, position=position):
-                    if batch.is_control:
-                        continue
-                    for record in batch:
-                        if record.timestamp is not None and record.timestamp >= timestamp:
-                            if isolation_level is IsolationLevel.READ_COMMITTED and not _committed_visible(cluster, topic, partition, segment, batch, record.offset):
-                                return None
-                            return record.offset, record.timestamp
-            position += header.size
+        for batch_range in cluster.batches_reaching(segment, timestamp):
+            data = cluster.read_range(segment.object_key, batch_range)
+            for batch in iter_batches(data, position=batch_range.start):
+                if batch.is_control:
+                    continue
+                for record in batch:
+                    if record.timestamp is not None and record.timestamp >= timestamp:
+                        if isolation_level is IsolationLevel.READ_COMMITTED and not _committed_visible(cluster, topic, partition, segment, batch, record.offset):
+                            return None
+                        return record.offset, record.timestamp
     return None
 
 
