@@ -27,6 +27,7 @@ bench: install
 	$(PY) bench/bench_gateway.py
 	$(PY) bench/bench_sdk.py
 	$(PY) bench/bench_txn.py
+	$(PY) bench/bench_plans.py
 	$(PY) bench/bench_spark.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app

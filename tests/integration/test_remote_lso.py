@@ -6,7 +6,11 @@ The log: plain records, one transaction opened and left open (its first offset F
 records enough to roll several segments. The agent uploads them with the broker's producer
 snapshots, and registers ``open_txn_first_offset`` = F for each segment after F. Readers start at
 S > F: the gateway's records, TieredConsumer (REMOTE_ONLY, REMOTE_PREFERRED) and Spark. Then the
-transaction commits, the segment with its marker is uploaded, and the records appear.
+transaction commits, the segment with its marker is uploaded, and the records appear: consumers
+of both modes kept open across the commit go on and deliver what the broker's read_committed
+consumer does. (KAFKA_PREFERRED reads remote storage only below Kafka's log start; moving it past
+S with DeleteRecords would also take S.. from the broker's reference consumer, so this module has
+no KAFKA_PREFERRED reader; tests/integration/test_transactions_e2e.py covers that mode.)
 
 The tests of this module run in order (the last one commits the transaction).
 """
@@ -242,9 +246,15 @@ def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(
     start = _start(log)
     waiting = TieredConsumer(stack.consumer_config("REMOTE_ONLY", **{"isolation.level": "read_committed"}))
     waiting.assign([TopicPartition(TOPIC, 0, start)])
+    # REMOTE_PREFERRED, open across the commit too: held at S by remote storage, then on from Kafka
+    preferred = TieredConsumer(stack.consumer_config("REMOTE_PREFERRED", **{"isolation.level": "read_committed"}))
+    preferred.assign([TopicPartition(TOPIC, 0, start)])
     try:
         assert _drain(waiting, idle_s=2.0) == []
+        assert _drain(preferred, idle_s=2.0) == []
         log.producer.commit_transaction(30)
+        preferred_rows = _drain(preferred)  # before the marker reaches remote storage
+        assert preferred_rows and preferred_rows[0][0] == start
         # the COMMIT marker is in Kafka's active segment only: remote storage still holds S behind the
         # transaction; REMOTE_ONLY says so, REMOTE_PREFERRED answers from Kafka, which delivers
         held = _records_at(stack, start, "REMOTE_ONLY")
@@ -263,8 +273,14 @@ def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(
         assert kafka and kafka[0][0] == start
         assert kafka_rows == kafka[: len(kafka_rows)]  # the gateway's Kafka answer before the upload
         assert [r for r in _drain(waiting) if r[0] < end] == kafka  # the same consumer goes on
+        preferred_rows += _drain(preferred)
+        reference = _kafka(stack, start)  # everything from S, Kafka's active segment included
+        offsets = [r[0] for r in preferred_rows]
+        assert offsets == sorted(set(offsets)), "REMOTE_PREFERRED delivered an offset twice or out of order"
+        assert preferred_rows == reference
     finally:
         waiting.close()
+        preferred.close()
     assert [r for r in _tiered(stack, "REMOTE_ONLY", start) if r[0] < end] == kafka
     rows, _next = _gateway_records(stack, start)
     assert rows == kafka

@@ -6,7 +6,9 @@ offsets it covers.
 The log of each partition holds committed and aborted transactions interleaved with
 non-transactional records, and one transaction left open at the end (so the last stable offset
 is below the high watermark). Readers: TieredConsumer in each mode, the gateway's records endpoint
-(each mode), ``tiered-kafka cat`` and the Spark data source.
+(each mode), ``tiered-kafka cat`` and the Spark data source. The last tests then move Kafka's log
+start into the middle of the uploaded transactional history (DeleteRecords, as retention would), so
+that the preferred modes read transactional data from remote storage and hand over to Kafka.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
 from tiered_kafka.consumer import TieredConsumer
+
+pytestmark = pytest.mark.integration
 
 TOPIC = "payments"
 PARTITIONS = 2
@@ -247,3 +251,67 @@ def test_spark_read_committed_equals_kafka(txn_stack: TieredStack, reference: li
         spark.stop()
     got = sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in rows)
     assert got == _covered(reference, {p: _remote_end(txn_stack, p) for p in range(PARTITIONS)})
+
+
+def _gateway_rows(stack: TieredStack, mode: str, partition: int) -> list[Row]:
+    """Every record the gateway's records endpoint returns from offset 0 under read_committed."""
+    import base64
+
+    rows: list[Row] = []
+    offset = 0
+    with httpx.Client(base_url=stack.gateway_url, timeout=30) as client:
+        for _ in range(1000):
+            response = client.get(
+                f"/v1/clusters/{stack.cluster}/topics/{TOPIC}/partitions/{partition}/records",
+                params={"offset": offset, "mode": mode, "isolation_level": "read_committed", "max_records": 200},
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            rows += [(partition, r["offset"], base64.b64decode(r["key"]), base64.b64decode(r["value"])) for r in body["records"]]
+            if body["next_offset"] == offset:
+                return rows
+            offset = body["next_offset"]
+    raise AssertionError(f"{mode}: no end after 1000 pages of {TOPIC}-{partition}")
+
+
+@pytest.fixture(scope="module")
+def kafka_trimmed(txn_stack: TieredStack, reference: list[Row], broker_lso: dict[int, int]) -> dict[int, int]:
+    """Kafka's log start of each partition moved to the middle of what remote storage holds (after
+    the reference was read), so offsets below it exist only remotely."""
+    from confluent_kafka.admin import AdminClient
+
+    starts = {p: _remote_end(txn_stack, p) // 2 for p in range(PARTITIONS)}
+    admin = AdminClient({"bootstrap.servers": txn_stack.bootstrap})
+    for future in admin.delete_records([TopicPartition(TOPIC, p, offset) for p, offset in starts.items()]).values():
+        future.result(timeout=30)
+    consumer = Consumer({"bootstrap.servers": txn_stack.bootstrap, "group.id": "trimmed", "isolation.level": "read_uncommitted"})
+    try:
+        for p, offset in starts.items():
+            low, _high = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)
+            assert low == offset > 0, (p, low, offset)
+    finally:
+        consumer.close()
+    return starts
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_PREFERRED", "KAFKA_PREFERRED"])
+def test_after_kafka_retention_tiered_consumer_equals_the_reference(txn_stack: TieredStack, reference: list[Row], kafka_trimmed: dict[int, int], mode: str) -> None:
+    """Below Kafka's log start only remote storage holds the transactional history: both
+    preferred modes read it there under read_committed and hand over to Kafka at the exact offset."""
+    consumer = TieredConsumer(txn_stack.consumer_config(mode, **{"isolation.level": "read_committed"}))
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    try:
+        rows = sorted(_drain(consumer))
+        sources = consumer.delivered_by_source()
+    finally:
+        consumer.close()
+    assert rows == reference
+    for p in range(PARTITIONS):
+        by = sources[(TOPIC, p)]
+        assert by.get("remote", 0) > 0 and by.get("kafka", 0) > 0, (mode, p, by)
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_PREFERRED", "KAFKA_PREFERRED"])
+def test_after_kafka_retention_gateway_records_equal_the_reference(txn_stack: TieredStack, reference: list[Row], kafka_trimmed: dict[int, int], mode: str) -> None:
+    rows = sorted(row for p in range(PARTITIONS) for row in _gateway_rows(txn_stack, mode, p))
+    assert rows == reference

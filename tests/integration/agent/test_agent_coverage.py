@@ -154,7 +154,7 @@ def test_the_audit_names_an_unaccounted_range(start_dev_broker, redis_server, s3
 
 
 def test_gaps_are_checked_after_remote_retention_emptied_the_partition(
-    start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path
+    start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog
 ) -> None:
     broker = start_dev_broker(tmp_path / "logs")
     bootstrap = broker.broker.bootstrap_servers
@@ -178,11 +178,16 @@ def test_gaps_are_checked_after_remote_retention_emptied_the_partition(
     second_round = [b for b in rotated_bases(directory) if b >= accounted]
     survivor = second_round[2]
     _delete_records(bootstrap, "aged", survivor, directory)
+    caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
     with Agent(settings) as agent:
         wait_for(lambda: [s.base_offset for s in registry.segments("aged", 0)] == [b for b in second_round if b >= survivor], what="survivors")
         assert [(g.start_offset, g.end_offset) for g in registry.gaps("aged", 0)] == [(accounted, survivor - 1)]
         assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="aged") == 1
+        marker = agent.keyspace.gap_key("aged", 0, accounted, survivor - 1)
+        recorded = json.loads(s3_server.client().get_object(Bucket=s3_bucket, Key=marker)["Body"].read())
+        assert (recorded["start_offset"], recorded["end_offset"]) == (accounted, survivor - 1)
         store = agent.store
+    assert any(f"GAP offsets {accounted}..{survivor - 1}" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
     code, report, stderr = _audit(settings, bootstrap, tmp_path, "aged")
     assert code == 0, (report, stderr)
     assert _only(report)["expired_until"] == accounted

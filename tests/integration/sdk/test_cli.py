@@ -88,3 +88,23 @@ def test_cat_with_a_token_that_lacks_the_topic_names_topic_authorization_failed(
         assert code == 1 and offsets == [] and "401" in stderr and "not accepted" in stderr and "w" * 24 not in stderr, stderr
         code, offsets, stderr = cat(url, txn.cluster, "txn", "0", "--token", READER)
         assert (code, offsets) == (0, COMMITTED_OFFSETS), stderr
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_PREFERRED", "KAFKA_PREFERRED"])
+def test_cat_with_a_token_that_lacks_the_topic_fails_in_the_modes_reading_kafka(retained: Any, s3_server: Any, mode: str) -> None:
+    """Partition 0 of ``orders`` from offset 0: below Kafka's log start, so only remote storage has
+    it. Kafka would serve the rest, but a 403 is not "nothing remote": exit 1, the error, no output."""
+    stack, log_starts = retained
+    assert log_starts[0] > 10
+    with gateway_server(stack.agent, s3_server, stack.bootstrap, auth={"enabled": True, "tokens": {READER: ["orders"], OUTSIDER: ["other-.*"]}}) as url:
+
+        def run(token: str) -> subprocess.CompletedProcess[str]:
+            args = ["cat", "orders", "0", "--gateway", url, "--cluster", stack.cluster, "--bootstrap-servers", stack.bootstrap, "--mode", mode, "--from", "0", "--to", "10", "--token", token]
+            return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=120)
+
+        refused = run(OUTSIDER)
+        assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
+        assert "TOPIC_AUTHORIZATION_FAILED" in refused.stderr and "'orders'" in refused.stderr, refused.stderr
+        allowed = run(READER)  # the same read with a token that covers the topic
+        assert allowed.returncode == 0, allowed.stderr
+        assert [json.loads(line)["offset"] for line in allowed.stdout.splitlines()] == list(range(10))

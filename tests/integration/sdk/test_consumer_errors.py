@@ -1,5 +1,6 @@
 """Errors TieredConsumer must not lose: OFFSET_OUT_OF_RANGE of several partitions when handling one
-fails, and a failed commit on revoke or close (raised as confluent-kafka's commit raises it)."""
+fails, and a failed commit on revoke (unassign, or a rebalance in subscribe mode: the next poll) or
+close (raised as confluent-kafka's commit raises it)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,56 @@ def test_a_failed_commit_on_revoke_or_close_raises(start_dev_broker, tmp_path: P
         assert closed.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         with pytest.raises(RuntimeError, match="closed"):
             consumer.poll(0)
+
+
+def test_a_failed_commit_on_a_rebalance_revoke_raises_on_the_next_poll(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    """Subscribe mode: a TieredConsumer reads ``txn`` from remote storage; the broker then forgets
+    the topic (DeleteTopics), so the offsets of what was read cannot be committed
+    (UNKNOWN_TOPIC_OR_PARTITION). A second consumer joins the group: the rebalance revokes the
+    partition inside poll, and the failed commit of the revoke is raised by the next poll."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.kafka_clients import create_topic
+
+    settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
+    broker = start_dev_broker(tmp_path / "broker-logs")
+    bootstrap = broker.broker.bootstrap_servers
+    create_topic(bootstrap, "txn", 1)
+    create_topic(bootstrap, "other", 1)
+    group = "g-revoke"
+    with gateway_server(settings, s3_server) as url:
+        consumer = TieredConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "tiered.mode": "REMOTE_ONLY", "tiered.gateway.url": url,
+            "tiered.cluster": settings.cluster, "isolation.level": "read_uncommitted", "auto.offset.reset": "earliest",
+            "auto.commit.interval.ms": 3_600_000,  # only the revoke commits
+        })  # fmt: skip
+        joiner = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+        try:
+            revoked: list[list[TopicPartition]] = []
+            consumer.subscribe(["txn"], on_revoke=lambda _c, partitions: revoked.append(partitions))
+            offsets: list[int] = []
+            for _ in range(100):
+                offsets += [m.offset() for m in consumer.consume(10, 0.2) if m.error() is None]
+                if len(offsets) >= 5:
+                    break
+            assert offsets[:5] == UNCOMMITTED_OFFSETS[:5]
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.delete_topics(["txn"])["txn"].result(timeout=30)
+            joiner.subscribe(["other"])
+            raised: KafkaException | None = None
+            for _ in range(200):
+                joiner.poll(0.05)
+                try:
+                    consumer.poll(0.1)
+                except KafkaException as err:
+                    raised = err
+                    break
+            assert raised is not None, "the failed commit of the revoke was not raised"
+            assert revoked and [(p.topic, p.partition) for p in revoked[0]] == [("txn", 0)]
+            error = raised.args[0]
+            assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and "Commit failed" in error.str(), error  # the broker's code, as confluent-kafka's commit raises it
+            assert consumer.assignment() == []  # the revoke completed all the same
+        finally:
+            joiner.close()
+            consumer.close()

@@ -3,7 +3,11 @@
 The model is the simplest statement of the modes contract: a partition's offsets ``0..end-1`` are
 *readable* under a mode when a tier the mode reads holds them (remote storage: its range minus
 recorded gaps; Kafka: from its log start). From a position ``p`` the application's next record is
-the first readable offset at or after ``p``. Offsets skipped on the way are a hole that is either
+the first readable offset at or after ``p``. Offsets that are *decided* under read_committed
+(control records and aborted records) are readable in no tier: the readers pass them. When the
+rest of remote storage from the position is decided, the remote reader reports the first offset it
+cannot decide as ``held`` (``remote_end(held)``, held > position) and the model hands over there,
+at max(position, held). Other offsets skipped on the way are a hole that is either
 below every readable offset (auto.offset.reset moves forward past it, as Kafka does) or, with
 readable data before it, a gap: ``tiered.remote.gap.policy=error`` stops there with GapError.
 
@@ -37,6 +41,11 @@ class World:
     remote: tuple[int, int] | None  # remote storage's (earliest, latest), gaps included
     gaps: list[tuple[int, int]]  # recorded gaps inside the remote range (never adjacent)
     authorized: bool = True
+    decided: frozenset[int] = frozenset()  # control and aborted records: read_committed delivers none
+
+    def first_hole(self, mode: Mode, first: int, last: int) -> int | None:
+        """The first of ``first..last`` no tier the mode reads holds (decided offsets are held)."""
+        return next((o for o in range(first, last + 1) if not self.present(mode, o)), None)
 
     def in_remote(self, offset: int) -> bool:
         return self.remote is not None and self.remote[0] <= offset <= self.remote[1] and self.gap_at(offset) is None
@@ -45,6 +54,10 @@ class World:
         return next((g for g in self.gaps if g[0] <= offset <= g[1]), None)
 
     def readable(self, mode: Mode, offset: int) -> bool:
+        return self.present(mode, offset) and offset not in self.decided
+
+    def present(self, mode: Mode, offset: int) -> bool:
+        """A tier the mode reads holds the offset (a record, or a decided one)."""
         if not 0 <= offset < self.end:
             return False
         remote = mode is not Mode.KAFKA_ONLY and self.in_remote(offset)
@@ -54,8 +67,14 @@ class World:
     def next_readable(self, mode: Mode, offset: int) -> int | None:
         return next((o for o in range(offset, self.end) if self.readable(mode, o)), None)
 
-    def any_readable_below(self, mode: Mode, offset: int) -> bool:
-        return any(self.readable(mode, o) for o in range(0, min(offset, self.end)))
+    def any_present_below(self, mode: Mode, offset: int) -> bool:
+        return any(self.present(mode, o) for o in range(0, min(offset, self.end)))
+
+    def decided_run(self, offset: int, last: int) -> int:
+        """The first offset at or after ``offset`` (up to ``last + 1``) that is not decided."""
+        while offset <= last and offset in self.decided:
+            offset += 1
+        return offset
 
 
 @st.composite
@@ -76,7 +95,10 @@ def worlds(draw: st.DrawFn) -> World:
             at = stop + 2  # never adjacent: a hole is one recorded gap
             if at >= hi:
                 break
-    return World(end, kafka_start, remote, gaps, authorized=draw(st.integers(0, 5)) > 0)
+    decided = set(draw(st.sets(st.integers(0, end - 1), max_size=end // 2)))
+    if remote is not None and draw(st.booleans()):  # remote storage ends with decided records (then held)
+        decided.update(range(draw(st.integers(remote[0], remote[1])), remote[1] + 1))
+    return World(end, kafka_start, remote, gaps, authorized=draw(st.integers(0, 5)) > 0, decided=frozenset(decided))
 
 
 STEPS = st.one_of(
@@ -181,6 +203,14 @@ class Driver:
             if gap is not None:
                 self.act(machine.gap(gap[0], gap[1], "lost"))
                 return True
+            undecided = world.decided_run(p, world.remote[1])
+            if undecided > world.remote[1]:  # the rest of remote storage is decided: held at its end
+                if self.expected_next == p:
+                    self.expected_next = undecided
+                decision = machine.remote_end(held=undecided)
+                assert machine.position == undecided, "read_committed hands over at max(position, held)"
+                self.act(decision)
+                return not isinstance(decision, Wait)
             last = min(p + size - 1, world.remote[1])
             nxt = next((g[0] for g in world.gaps if p < g[0] <= last), None)
             last = last if nxt is None else nxt - 1
@@ -204,8 +234,12 @@ class Driver:
         assert not machine.accepts(other, first) and (first == 0 or not machine.accepts(source, first - 1))
         for offset in range(first, last + 1):
             assert machine.accepts(source, offset)
-            self.check_next(offset, source)
-            self.delivered.append((offset, source))
+            if offset in self.world.decided:  # a control or aborted record: passed, not delivered
+                if self.expected_next == offset:
+                    self.expected_next = offset + 1
+            else:
+                self.check_next(offset, source)
+                self.delivered.append((offset, source))
             self.act(machine.delivered(source, offset + 1))
             if machine.source is not source:
                 break
@@ -217,10 +251,11 @@ class Driver:
         assert self.expected_next is not None and offset >= self.expected_next, "strictly increasing"
         want = world.next_readable(mode, self.expected_next)
         assert offset == want, f"delivered {offset}, the model's next is {want}"
-        if offset > self.expected_next:  # a hole was passed
+        hole = world.first_hole(mode, self.expected_next, offset - 1)
+        if hole is not None:  # a hole was passed
             assert world.authorized or mode is Mode.KAFKA_ONLY, "a hole passed without asking the gateway"
             if not self.machine.gap_skip:
-                assert not world.any_readable_below(mode, self.expected_next), f"gap {self.expected_next}..{offset - 1} skipped under policy error"
+                assert not world.any_present_below(mode, hole), f"gap {hole}..{offset - 1} skipped under policy error"
         if source is Source.KAFKA:
             assert mode is not Mode.REMOTE_ONLY and offset >= world.kafka_start
         else:
@@ -241,8 +276,11 @@ class Driver:
             return
         if self.error is not None:
             assert not machine.gap_skip
-            assert self.error.start == self.expected_next and self.error.end < (world.end if want is None else want)
-            assert world.any_readable_below(mode, self.error.start), "a hole below all data is a reset, not a gap"
+            assert self.expected_next <= self.error.start <= self.error.end < (world.end if want is None else want)
+            assert all(o in world.decided for o in range(self.expected_next, self.error.start) if world.present(mode, o)), "only decided offsets passed"
+            hole = world.first_hole(mode, self.expected_next, self.error.start - 1)
+            assert hole is None or not world.any_present_below(mode, hole), "a hole after data passed under policy error"
+            assert world.any_present_below(mode, self.error.start), "a hole below all data is a reset, not a gap"
             return
         assert want is None, f"stopped at {machine.position} ({machine.source}) with {want} still readable"
 
