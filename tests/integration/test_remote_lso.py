@@ -32,7 +32,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tests.support.stack_env import TieredStack, create_tiered_topic, own_tiered_stack
 from tiered_kafka.consumer import TieredConsumer
 
 TOPIC = "lso"
@@ -64,21 +64,9 @@ def _plain(bootstrap: str, tag: str, count: int) -> None:
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[Log]:
-    from tiered_kafka_dev.broker.config import BrokerConfig
-    from tiered_kafka_dev.broker.server import Broker, BrokerThread
-
-    root = tmp_path_factory.mktemp("remote-lso")
-    bucket = s3_server.create_bucket(f"lso-{uuid.uuid4().hex[:12]}")
-    started: list[BrokerThread] = []
-
-    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
-        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
-        started.append(thread)
-        return thread
-
-    producer: Producer | None = None
-    try:
-        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
+    with own_tiered_stack(tmp_path_factory.mktemp("remote-lso"), redis_server, s3_server, "lso") as stack:
+        producer: Producer | None = None
+        try:
             create_tiered_topic(stack, TOPIC, 1, segment_bytes=SEGMENT_BYTES)
             _plain(stack.bootstrap, "head", HEAD)
             producer = Producer({"bootstrap.servers": stack.bootstrap, "transactional.id": f"lso-{uuid.uuid4().hex[:6]}", "transaction.timeout.ms": 600_000})
@@ -90,14 +78,12 @@ def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: 
             _plain(stack.bootstrap, "tail", TAIL)
             stack.wait_uploaded(TOPIC)
             yield Log(stack, producer, HEAD)
-    finally:
-        if producer is not None:
-            try:
-                producer.abort_transaction(10)
-            except Exception:  # committed by the last test
-                pass
-        for thread in reversed(started):
-            thread.stop()
+        finally:
+            if producer is not None:
+                try:
+                    producer.abort_transaction(10)
+                except Exception:  # committed by the last test
+                    pass
 
 
 def _drain(consumer: Any, idle_s: float = 4.0, timeout_s: float = 120.0) -> list[Row]:

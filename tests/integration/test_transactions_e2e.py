@@ -27,7 +27,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tests.support.stack_env import TieredStack, create_tiered_topic, own_tiered_stack
 from tiered_kafka.consumer import TieredConsumer
 
 pytestmark = pytest.mark.integration
@@ -46,30 +46,16 @@ def _value(tag: str, i: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def txn_stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[TieredStack]:
-    from tiered_kafka_dev.broker.config import BrokerConfig
-    from tiered_kafka_dev.broker.server import Broker, BrokerThread
-
-    root = tmp_path_factory.mktemp("txn-e2e")
-    bucket = s3_server.create_bucket(f"txn-{uuid.uuid4().hex[:12]}")
-    started: list[BrokerThread] = []
-
-    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
-        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
-        started.append(thread)
-        return thread
-
     open_producer: Producer | None = None
-    try:
-        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
+    with own_tiered_stack(tmp_path_factory.mktemp("txn-e2e"), redis_server, s3_server, "txn") as stack:
+        try:
             create_tiered_topic(stack, TOPIC, PARTITIONS, segment_bytes=16_000)
             open_producer = _write_log(stack.bootstrap)
             stack.wait_uploaded(TOPIC, PARTITIONS)
             yield stack
-    finally:
-        if open_producer is not None:
-            open_producer.abort_transaction(10)
-        for thread in reversed(started):
-            thread.stop()
+        finally:
+            if open_producer is not None:
+                open_producer.abort_transaction(10)
 
 
 def _write_log(bootstrap: str) -> Producer:

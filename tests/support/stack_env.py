@@ -88,6 +88,29 @@ def tiered_stack(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_se
 
 
 @contextlib.contextmanager
+def own_tiered_stack(root: Path, redis_server: Any, s3_server: Any, bucket_prefix: str) -> Iterator[TieredStack]:
+    """A stack with its own broker (started here, stopped on exit) in ``root`` and its own bucket:
+    for module- or package-scoped fixtures, which cannot use the function-scoped broker fixture."""
+    from tiered_kafka_dev.broker.config import BrokerConfig
+    from tiered_kafka_dev.broker.server import Broker
+
+    bucket = s3_server.create_bucket(f"{bucket_prefix}-{uuid.uuid4().hex[:12]}")
+    started: list[Any] = []
+
+    def start_broker(log_dir: Path | None = None, **config: Any) -> Any:
+        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
+        started.append(thread)
+        return thread
+
+    try:
+        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
+            yield stack
+    finally:
+        for thread in reversed(started):
+            thread.stop()
+
+
+@contextlib.contextmanager
 def gateway_server(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> Iterator[str]:
     """The gateway on uvicorn (127.0.0.1, a free port) serving the agent's cluster; yields its URL."""
     server = GatewayServer(gateway_settings(agent, s3_server, bootstrap, **{"cache": {"segment_ttl_s": 0}, **overrides}), free_ports(1)[0])

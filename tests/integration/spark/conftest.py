@@ -9,16 +9,12 @@ i = o * EVENTS_PARTITIONS + p.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
-from tiered_kafka_dev.broker.config import BrokerConfig
-from tiered_kafka_dev.broker.server import Broker, BrokerThread
+from tests.support.stack_env import TieredStack, create_tiered_topic, own_tiered_stack
 
 EVENTS = "events"
 EVENTS_PARTITIONS = 4
@@ -29,27 +25,14 @@ GAPPY_COUNT = 3000
 
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[TieredStack]:
-    root = tmp_path_factory.mktemp("spark-stack")
-    bucket = s3_server.create_bucket(f"spark-{uuid.uuid4().hex[:12]}")
-    started: list[BrokerThread] = []
-
-    def start_broker(log_dir: Path | None = None, **config: Any) -> BrokerThread:
-        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
-        started.append(thread)
-        return thread
-
-    try:
-        with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as tiered:
-            create_tiered_topic(tiered, EVENTS, EVENTS_PARTITIONS)
-            create_tiered_topic(tiered, GAPPY, 1, segment_bytes=16_000)
-            tiered.produce(EVENTS, EVENTS_COUNT, EVENTS_PARTITIONS)
-            tiered.produce(GAPPY, GAPPY_COUNT, 1, **{"compression.type": "lz4"})
-            tiered.wait_uploaded(EVENTS, EVENTS_PARTITIONS)
-            tiered.wait_uploaded(GAPPY, 1)
-            yield tiered
-    finally:
-        for thread in reversed(started):
-            thread.stop()
+    with own_tiered_stack(tmp_path_factory.mktemp("spark-stack"), redis_server, s3_server, "spark") as tiered:
+        create_tiered_topic(tiered, EVENTS, EVENTS_PARTITIONS)
+        create_tiered_topic(tiered, GAPPY, 1, segment_bytes=16_000)
+        tiered.produce(EVENTS, EVENTS_COUNT, EVENTS_PARTITIONS)
+        tiered.produce(GAPPY, GAPPY_COUNT, 1, **{"compression.type": "lz4"})
+        tiered.wait_uploaded(EVENTS, EVENTS_PARTITIONS)
+        tiered.wait_uploaded(GAPPY, 1)
+        yield tiered
 
 
 @pytest.fixture(scope="package")
