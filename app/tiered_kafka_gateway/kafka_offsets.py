@@ -8,6 +8,8 @@ calls at once, and never join a group (no commits, no rebalances).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import queue
 import threading
 import uuid
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 _POOLS: dict[str, KafkaPool] = {}
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _POOLS_LOCK = threading.Lock()
+_ALL_POOLS: list[KafkaPool] = []  # every pool made, including replaced ones, for close_pools
 
 
 class KafkaPool:
@@ -36,6 +39,8 @@ class KafkaPool:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self.calls = 0
         self._idle: dict[str, queue.SimpleQueue[Consumer]] = {level: queue.SimpleQueue() for level in ISOLATION_LEVELS}
+        self._closed = False
+        _ALL_POOLS.append(self)
 
     @contextmanager
     def consumer(self, isolation_level: str = "read_committed") -> Iterator[Consumer]:
@@ -64,9 +69,49 @@ class KafkaPool:
                 yield consumer
             finally:
                 consumer.unassign()
-                idle.put(consumer)
+                if self._closed:  # the pool was closed meanwhile: nobody would close this one
+                    with contextlib.suppress(Exception):
+                        consumer.close()
+                else:
+                    idle.put(consumer)
         finally:
             self._slots.release()
+
+
+    def close(self) -> None:
+        """Close the idle consumers; one in use is closed when its call ends."""
+        self._closed = True
+        for idle in self._idle.values():
+            while True:
+                try:
+                    consumer = idle.get_nowait()
+                except queue.Empty:
+                    break
+                with contextlib.suppress(Exception):
+                    consumer.close()
+
+
+def _close_at_exit() -> None:
+    # brokers of a finished process are often gone: librdkafka's reconnect attempts while closing are noise
+    _quiet_logger().disabled = True
+    close_pools()
+
+
+def close_pools() -> None:
+    """Close every pool's consumers: on the app's shutdown, and at interpreter exit.
+
+    A consumer left to Python's finalization is destroyed by librdkafka while the interpreter is
+    shutting down, which was seen to spin forever (``rd_kafka_consumer_close`` from
+    ``Consumer_dealloc``), so that a process that used the pool never exited."""
+    with _POOLS_LOCK:
+        pools = list(_ALL_POOLS)
+        _POOLS.clear()
+        _ALL_POOLS.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(_close_at_exit)
 
 
 def _quiet_logger() -> Any:
@@ -88,6 +133,9 @@ def pool_for(cluster: ClusterReader) -> KafkaPool:
     with _POOLS_LOCK:
         pool = _POOLS.get(cluster.name)
         if pool is None or pool.bootstrap_servers != cluster.bootstrap_servers:
+            if pool is not None:
+                pool.close()
+                _ALL_POOLS.remove(pool)
             kafka = cluster.settings.kafka
             pool = KafkaPool(cluster.bootstrap_servers, kafka.max_concurrency, kafka.timeout_s)
             _POOLS[cluster.name] = pool
