@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.support.kafka_clients import drain
 from tests.support.stack_env import TieredStack, create_tiered_topic, own_tiered_stack
 from tiered_kafka.consumer import TieredConsumer
 
@@ -86,18 +86,8 @@ def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: 
                     pass
 
 
-def _drain(consumer: Any, idle_s: float = 4.0, timeout_s: float = 120.0) -> list[Row]:
-    rows: list[Row] = []
-    deadline = time.monotonic() + timeout_s
-    idle_since = time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - idle_since < idle_s:
-        batch = consumer.consume(1000, 0.5)
-        for message in batch:
-            assert message.error() is None, message.error()
-            rows.append((message.offset(), message.key(), message.value()))
-        if batch:
-            idle_since = time.monotonic()
-    return rows
+def _drain(consumer: Any, idle_s: float = 4.0) -> list[Row]:
+    return [(message.offset(), message.key(), message.value()) for message in drain(consumer, idle_s)]
 
 
 def _kafka(stack: TieredStack, start: int) -> list[Row]:

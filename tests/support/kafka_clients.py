@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,6 +41,22 @@ def consume_all(consumer: Consumer, expected: int, timeout_s: float = 120) -> li
             if message.error():
                 raise KafkaException(message.error())
             messages.append(message)
+    return messages
+
+
+def drain(consumer: Any, idle_s: float = 4.0, timeout_s: float = 120.0) -> list[Any]:
+    """Messages until nothing new arrives for ``idle_s`` (for reads whose end is not known in
+    advance, e.g. read_committed up to a last stable offset); fails on any error message."""
+    messages: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    idle_since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - idle_since < idle_s:
+        batch = consumer.consume(1000, 0.5)
+        for message in batch:
+            assert message.error() is None, message.error()
+            messages.append(message)
+        if batch:
+            idle_since = time.monotonic()
     return messages
 
 

@@ -110,9 +110,10 @@ async def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> dict
     }
 
 
-async def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+def requested_offsets(request: Any) -> dict[tuple[str, int], CommittedOffset]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request, stamped with the time now."""
     now_ms = time.time_ns() // 1_000_000
-    offsets = {
+    return {
         (topic.name, p.partition_index): CommittedOffset(
             offset=p.committed_offset,
             leader_epoch=getattr(p, "committed_leader_epoch", -1),
@@ -122,6 +123,10 @@ async def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> di
         for topic in request.topics
         for p in topic.partitions
     }
+
+
+async def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    offsets = requested_offsets(request)
     unknown = {key for key in offsets if broker.logs.partition(*key) is None}
     errors = broker.groups.commit_offsets(
         group_id=request.group_id,

@@ -8,12 +8,11 @@ Kafka's ``KafkaApis`` does.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from tiered_kafka_dev.broker.offset_store import CommittedOffset
+from tiered_kafka_dev.broker.handlers_groups import requested_offsets
 from tiered_kafka_dev.broker.protocol import RequestContext, millis
 
 if TYPE_CHECKING:
@@ -72,17 +71,7 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) 
 async def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
     """Offsets staged in the transaction, committed by its COMMIT marker (v0-v3; v3 carries the
     consumer's group metadata, checked like an OffsetCommit's)."""
-    now_ms = time.time_ns() // 1_000_000
-    offsets = {
-        (topic.name, p.partition_index): CommittedOffset(
-            offset=p.committed_offset,
-            leader_epoch=getattr(p, "committed_leader_epoch", -1),
-            metadata=p.committed_metadata,
-            commit_timestamp_ms=now_ms,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    }
+    offsets = requested_offsets(request)
     error, txn = broker.transactions.txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch, request.group_id)
     if txn is not None:
         error = broker.groups.txn_commit_error(
