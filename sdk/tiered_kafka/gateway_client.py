@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit
@@ -68,6 +68,38 @@ class PlannedRange:
     @property
     def size(self) -> int:
         return self.end - self.start
+
+
+def coalesce_ranges(ranges: Sequence[PlannedRange], max_bytes: int) -> list[PlannedRange]:
+    """Merge a plan's contiguous ranges into as few GETs as ``max_bytes`` allows (#15).
+
+    A plan's ranges lie back to back in one segment object (each ends where the next starts), so
+    consecutive ones join into one batch-aligned range holding the first's first offset to the
+    last's last offset, fetched with one GET of the first's presigned URL (a presigned GET does not
+    bind the Range header). A range alone larger than ``max_bytes`` stays whole: batches are never
+    split. Ranges that do not touch (another object, a hole) are never merged.
+
+    >>> a = PlannedRange(0, 10, 0, 4, "u", "bytes=0-9"); b = PlannedRange(10, 30, 5, 9, "u", "bytes=10-29")
+    >>> [(r.start, r.end, r.first_offset, r.last_offset, r.range_header) for r in coalesce_ranges([a, b], 64)]
+    [(0, 30, 0, 9, 'bytes=0-29')]
+    >>> len(coalesce_ranges([a, b], 20))
+    2
+    """
+    merged: list[PlannedRange] = []
+    for planned in ranges:
+        last = merged[-1] if merged else None
+        if last is not None and last.end == planned.start and last.url.split("?", 1)[0] == planned.url.split("?", 1)[0] and planned.end - last.start <= max_bytes:
+            merged[-1] = PlannedRange(
+                start=last.start,
+                end=planned.end,
+                first_offset=last.first_offset,
+                last_offset=planned.last_offset,
+                url=last.url,
+                range_header=f"bytes={last.start}-{planned.end - 1}",
+            )
+        else:
+            merged.append(planned)
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
