@@ -38,6 +38,8 @@ from decode_data import (
 from decode_readers import (
     AIOKAFKA_IMPLEMENTATION,
     ALL_READERS,
+    COLUMNAR_C,
+    COLUMNAR_PYTHON,
     OURS,
     OURS_ITER_RECORDS,
     RECORD_FIELD_NAMES,
@@ -47,6 +49,7 @@ from decode_readers import (
 )
 from interleaved_timing import Timing, time_interleaved
 
+from tiered_kafka.format.columnar import COLUMNAR_IMPLEMENTATION
 from tiered_kafka.format.record_batch import DECODER_IMPLEMENTATION
 
 GOAL_RATIO = 0.90
@@ -228,6 +231,21 @@ def detail_row(result: Result) -> list[str]:
     ]
 
 
+COLUMNAR_HEADER = ("dataset", "codec", "c rec/s", "c MB/s", "c/aiokafka", "python rec/s", "python MB/s",
+                   "python/aiokafka")  # fmt: skip
+
+
+def columnar_row(result: Result) -> list[str]:
+    """decode_columnar's throughput, C and reference, each over aiokafka's reader in the same run."""
+    dataset = result.dataset
+    aiokafka = result.records_per_second("aiokafka")
+    cells = [dataset.name, dataset.codec]
+    for name in (COLUMNAR_C, COLUMNAR_PYTHON):
+        rate = result.records_per_second(name)
+        cells += [_rate(rate), f"{dataset.size / MB / result.timings[name].best:.0f}", _ratio(rate / aiokafka)]
+    return cells
+
+
 def goal_line(results: Sequence[Result]) -> str:
     missed = [result.dataset.label for result in results if not result.meets_goal]
     verdict = f"MISSED by {len(missed)} of {len(results)} rows: {', '.join(missed)}" if missed else "met by every row"
@@ -248,6 +266,10 @@ def report(results: Sequence[Result], settings: Settings) -> str:
             f"{OURS}/best ref; iter_records ratio = {OURS_ITER_RECORDS} (best round) / best ref:",
             format_table(DETAIL_HEADER, map(detail_row, results)),
             "",
+            "Columnar decoder (tiered_kafka.format.columnar.decode_columnar: the segment into Arrow arrays, "
+            "no Python object per record), C and pure-Python reference; ratio over aiokafka's reader rec/s:",
+            format_table(COLUMNAR_HEADER, map(columnar_row, results)),
+            "",
             goal_line(results),
         ]
     )
@@ -260,7 +282,8 @@ def preamble(settings: Settings) -> str:
             f"decode benchmark ({settings.name}): python {platform.python_version()}, aiokafka {version('aiokafka')}, "
             f"kafka-python {version('kafka-python')}, cramjam {version('cramjam')}",
             "our decoder implementation (tiered_kafka.format.record_batch.DECODER_IMPLEMENTATION): "
-            f"{DECODER_IMPLEMENTATION}; aiokafka reference reader: {AIOKAFKA_IMPLEMENTATION}",
+            f"{DECODER_IMPLEMENTATION}; columnar: {COLUMNAR_IMPLEMENTATION}; aiokafka reference reader: "
+            f"{AIOKAFKA_IMPLEMENTATION}",
             "work per reader and segment: frame batches, validate every batch's CRC, skip control batches, "
             "read each record's offset, timestamp, key, value and headers",
             f"generated: {settings.generated_records:,} records per dataset, {RECORD_VALUE_SIZE} B values "

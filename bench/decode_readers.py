@@ -1,7 +1,8 @@
 """The readers compared by ``bench_decode.py``, all doing the same work per segment.
 
 Every reader frames the segment into batches, validates each batch's CRC-32C, skips control
-batches and hands each remaining batch's records to a *sink*. The timed sink (:func:`touch`)
+batches and hands each remaining batch's records to a *sink* (the columnar readers decode into
+Arrow arrays instead, see :func:`_columnar_reader`). The timed sink (:func:`touch`)
 reads every record's offset, timestamp, key, value and headers; the verification sink
 (:class:`Collector`) keeps them for comparison. Timing and verification therefore run the
 same code path.
@@ -15,7 +16,8 @@ from typing import Any
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from kafka.record.memory_records import MemoryRecords as KafkaPythonMemoryRecords
 
-from tiered_kafka.format.record_batch import iter_batches, iter_records
+from tiered_kafka.format.columnar import ColumnarRange, decode_columnar
+from tiered_kafka.format.record_batch import iter_batches, iter_records, reference_paths
 
 #: Consumes one iterable of records, returns how many it saw.
 Sink = Callable[[Iterable[Any]], int]
@@ -30,6 +32,8 @@ AIOKAFKA_IMPLEMENTATION = "c" if "._crecords." in AioMemoryRecords.__module__ el
 
 OURS = "ours"
 OURS_ITER_RECORDS = "ours.iter_records"
+COLUMNAR_C = "columnar.c"
+COLUMNAR_PYTHON = "columnar.python"
 
 
 class ReferenceCrcError(Exception):
@@ -92,8 +96,48 @@ def memory_records_reader(memory_records_cls: type) -> Reader:
     return read
 
 
+def _columnar_rows(decoded: ColumnarRange) -> Iterable[Any]:
+    """The rows of decode_columnar's records table as record-like objects (for the Collector only)."""
+    table = decoded.records.to_pydict()
+    for offset, timestamp, key, value, headers in zip(
+        table["offset"], table["timestamp"], table["key"], table["value"], table["headers"]
+    ):
+        yield _Row(offset, timestamp, key, value, [(h["key"], h["value"]) for h in headers])
+
+
+class _Row:
+    __slots__ = ("offset", "timestamp", "key", "value", "headers")
+
+    def __init__(self, offset: int, timestamp: int | None, key: Any, value: Any, headers: list) -> None:
+        self.offset, self.timestamp, self.key, self.value, self.headers = offset, timestamp, key, value, headers
+
+
+def _columnar_reader(reference: bool) -> Reader:
+    """decode_columnar (the C path, or the pure-Python reference): the timed work is decoding the segment
+    into Arrow arrays, every field of every record, with no per-record object; the timed sink is not
+    called (it would create the objects columnar decoding avoids). The Collector reads the arrays back
+    as rows, so that the records are checked against the reference readers' like every other reader's."""
+
+    def read(segment: bytes, sink: Sink) -> int:
+        if reference:
+            with reference_paths():
+                decoded = decode_columnar(segment)
+        else:
+            decoded = decode_columnar(segment)
+        if isinstance(sink, Collector):
+            return sink(_columnar_rows(decoded))
+        return decoded.records.num_rows
+
+    return read
+
+
 #: Our readers; OURS is the one the goal applies to.
-OUR_READERS: dict[str, Reader] = {OURS: read_ours, OURS_ITER_RECORDS: read_ours_iter_records}
+OUR_READERS: dict[str, Reader] = {
+    OURS: read_ours,
+    OURS_ITER_RECORDS: read_ours_iter_records,
+    COLUMNAR_C: _columnar_reader(reference=False),
+    COLUMNAR_PYTHON: _columnar_reader(reference=True),
+}
 
 #: Reference readers (fastest one is the yardstick).
 REFERENCE_READERS: dict[str, Reader] = {

