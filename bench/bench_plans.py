@@ -1,24 +1,32 @@
-"""Plans from memory: S3 GETs per GB and cold/warm plan latency, with the batch index beside today's path.
+"""Plans from memory: S3 GETs per GB and cold/warm plan latency, with the batch and sparse indexes beside today's path.
 
     .venv/bin/python bench/bench_plans.py [--segments 4] [--segment-mib 32] [--trials 40]
 
 It starts Redis and SeaweedFS (the tests' launchers), writes a partition with the format core's
 log.dir writer (16-record batches of 1 KiB records, as ``bench_agent.py``), has the agent upload
-it (with a batch index per segment), and plans through the gateway's ``ClusterReader`` in this
-process. The reference is the same reader with the batch index ignored (``HeaderPath``: the
-``.index`` and 64 KiB batch-header windows, as for segments uploaded before it). In one run:
+it (a batch index per segment, a sparse plan index in each registry entry), and plans through the
+gateway's ``ClusterReader`` in this process. The reference is the same reader with both indexes
+ignored (``HeaderPath``: the ``.index`` and 64 KiB batch-header windows, as for old uploads). In one run:
 
 1. **S3 GETs per GB read sequentially through plans, cold caches**, gateway plus client: plan
    through the whole partition (``next_offset`` = the last range's last offset + 1) and fetch
-   every range through its presigned URL (urllib, as a client anywhere). Gateway GETs come from
-   the reader's own counters (``s3_gets``, by kind in ``s3_gets_by_kind``), client GETs are the
-   ranges fetched; the bytes fetched must equal the registered segments' bytes. At the SDK's
-   default plan size (``tiered.plan.max.bytes``, 4 MiB) and at 8 MiB. Wall and CPU seconds of
-   this process (gateway and client both run in it) beside each.
-2. **Cold ÷ warm plan latency**, p50 and p99: per trial a fresh reader (connections opened by a
-   plan of another segment first), then the first plan of a segment (cold: its index objects are
-   fetched) and a second plan at another offset of it (warm).
-3. **Batch-index size ÷ segment size** for these 1 KiB records.
+   the ranges through their presigned URLs (urllib, as a client anywhere). Plans are asked as
+   ``GatewayClient.plan`` asks them (``range_bytes`` = ``max_bytes``: the fewest ranges the
+   batches allow) and their ranges merged as the SDK does (``gateway_client.coalesce_ranges``).
+   Gateway GETs come from the reader's own counters (``s3_gets``, by kind in ``s3_gets_by_kind``,
+   background loads included), client GETs are the merged ranges fetched; the bytes fetched must
+   equal the registered segments' bytes. Rows: the SDK's default plan size
+   (``tiered_kafka.consumer.prefetch.default_plan_bytes``: sized by the default prefetch budget),
+   8 MiB plans, and 64 MiB plans (the gateway's default ``max_bytes_limit``, the largest budget-sized
+   plan). Wall and CPU seconds of this process (gateway and client both run in it) beside each.
+2. **Cold ÷ warm plan latency**, p50 and p99, per trial with a fresh reader holding the
+   partition's registry entries as a running gateway would (the registry lookup is the same for
+   cold and warm plans) and its connections open: the first plan of a segment (cold) and, once
+   any background load has landed, a second plan at another offset of it (warm). Beside them the
+   fully cold figure: a fresh reader (connections open, nothing cached), its first plan
+   including the registry read.
+3. **Index sizes ÷ segment size** for these 1 KiB records: the batch index object, and the
+   registry entry's sparse plan index (bytes, and per GiB of segment).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import redis
 MIB = 1024 * 1024
 TOPIC = "bench"
 HERE = Path(__file__).resolve().parent
-SDK_PLAN_BYTES = 4 * MIB  # tiered.plan.max.bytes default (sdk/tiered_kafka/consumer/config.py)
+SDK_CONFIG = {"bootstrap.servers": "unused:9092", "group.id": "bench", "tiered.gateway.url": "http://unused", "tiered.cluster": "bench"}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -49,19 +57,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def read_through_plans(reader: Any, earliest: int, latest: int, max_bytes: int) -> tuple[int, int, int]:
-    """(plans, client range GETs, bytes) reading the partition in order through presigned URLs."""
+    """(plans, client range GETs after coalescing, bytes) reading the partition in order through presigned URLs."""
+    from tiered_kafka.gateway_client import PlannedRange, coalesce_ranges
+
     plans = gets = total = 0
     offset = earliest
     while offset <= latest:
-        plan = reader.plan(TOPIC, 0, offset, max_bytes)
+        plan = reader.plan(TOPIC, 0, offset, max_bytes, range_bytes=max_bytes)  # as GatewayClient.plan asks by default
         plans += 1
-        for r, url in zip(plan.ranges, plan.urls, strict=True):
-            data = urllib.request.urlopen(urllib.request.Request(url, headers={"Range": r.http_range}), timeout=30).read()
-            if len(data) != r.size:
-                raise RuntimeError(f"range {r.http_range} of {plan.segment.object_key}: {len(data)} bytes, expected {r.size}")
+        planned = [PlannedRange(r.start, r.end, r.first_offset, r.last_offset, url, r.http_range) for r, url in zip(plan.ranges, plan.urls, strict=True)]
+        for r in coalesce_ranges(planned, max_bytes):
+            data = urllib.request.urlopen(urllib.request.Request(r.url, headers={"Range": r.range_header}), timeout=30).read()
+            if len(data) != r.end - r.start:
+                raise RuntimeError(f"range {r.range_header} of {plan.segment.object_key}: {len(data)} bytes, expected {r.end - r.start}")
             gets += 1
             total += len(data)
         offset = plan.ranges[-1].last_offset + 1
+    reader.wait_for_background_loads()
     return plans, gets, total
 
 
@@ -75,6 +87,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402  (the same partition writer and agent set-up)
 
+    from tiered_kafka.consumer.prefetch import default_plan_bytes
     from tiered_kafka.format.segment_names import FileKind
     from tiered_kafka.registry import Registry
     from tiered_kafka_dev.services import RedisServer, S3Server
@@ -82,12 +95,18 @@ def main() -> None:
     from tiered_kafka_gateway.remote import ClusterReader
 
     class HeaderPath(ClusterReader):
-        """The reference: today's path (the batch index ignored, as for an old upload)."""
+        """The reference: the path of old uploads (batch and sparse indexes ignored)."""
 
         def batch_index(self, segment: Any) -> None:
             return None
 
-    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        def sparse_index(self, segment: Any) -> None:
+            return None
+
+    sdk_plan_bytes = default_plan_bytes(SDK_CONFIG)
+    sizes = {"SDK default": sdk_plan_bytes, "8 MiB plans": 8 * MIB, "64 MiB plans": 64 * MIB}
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
         print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
         redis_server = stack.enter_context(RedisServer())
         s3 = stack.enter_context(S3Server())
@@ -102,7 +121,9 @@ def main() -> None:
         entries = registry.segments(TOPIC, 0)
         info = registry.partition_info(TOPIC, 0)
         assert info is not None and len(entries) == args.segments, (info, len(entries))
-        assert all(FileKind.BATCHINDEX.value in e.files for e in entries), "the agent uploaded no batch index"
+        assert all(FileKind.BATCHINDEX.value in e.files and e.sparse_index for e in entries), "the agent uploaded no batch or sparse index"
+        sparse_bytes = sum(len(e.sparse_index or b"") for e in entries)
+        sparse_text = sum(len(e.to_fields()["sparse_index"]) for e in entries)
         segment_bytes = sum(e.size for e in entries)
         client = s3.client()
         index_bytes = sum(
@@ -121,9 +142,9 @@ def main() -> None:
 
         # 1. GETs per GB, cold caches
         gets: dict[tuple[str, int], tuple[int, int, int, int, float, float, dict[str, int]]] = {}
-        for plan_bytes in (SDK_PLAN_BYTES, 8 * MIB):
+        for plan_bytes in sizes.values():
             for name, kind in readers.items():
-                print(f"reading through {plan_bytes // MIB} MiB plans, {name} ...", file=sys.stderr, flush=True)
+                print(f"reading through {plan_bytes / MIB:.1f} MiB plans, {name} ...", file=sys.stderr, flush=True)
                 reader = kind(cluster, cluster_settings, gateway)
                 wall, cpu = time.perf_counter(), time.process_time()
                 plans, client_gets, read_bytes = read_through_plans(reader, info.earliest_offset, info.latest_offset, plan_bytes)
@@ -133,43 +154,59 @@ def main() -> None:
                 gets[(name, plan_bytes)] = (reader.s3_gets, client_gets, plans, read_bytes, wall, cpu, dict(reader.s3_gets_by_kind))
 
         # 2. cold and warm plan latency
-        latency: dict[str, tuple[list[float], list[float]]] = {}
+        latency: dict[str, tuple[list[float], list[float], list[float]]] = {}
         rng = random.Random(7)
         for name, kind in readers.items():
             print(f"cold and warm plans, {name} ...", file=sys.stderr, flush=True)
-            cold, warm = [], []
+            cold, warm, fully_cold = [], [], []
             for trial in range(args.trials):
+                target = entries[trial % len(entries)]
+                fresh = kind(cluster, cluster_settings, gateway)
+                fresh.redis.ping(), fresh.s3.head_bucket(Bucket=bucket)  # connections open, nothing cached
+                offset = rng.randint(target.base_offset, target.last_offset)
+                started = time.perf_counter()
+                fresh.plan(TOPIC, 0, offset, sdk_plan_bytes, range_bytes=sdk_plan_bytes)
+                fully_cold.append(time.perf_counter() - started)
+                fresh.wait_for_background_loads()
+
                 reader = kind(cluster, cluster_settings, gateway)
-                target, other = entries[trial % len(entries)], entries[(trial + 1) % len(entries)]
-                reader.plan(TOPIC, 0, other.base_offset, SDK_PLAN_BYTES)  # opens the connections (Redis, S3)
-                for bucket_list in (cold, warm):
+                reader.redis.ping(), reader.s3.head_bucket(Bucket=bucket)
+                for e in entries:  # the partition's registry entries, held as a running gateway holds them
+                    reader.segment_for(TOPIC, 0, e.base_offset)
+                for measured in (cold, warm):
                     offset = rng.randint(target.base_offset, target.last_offset)
                     started = time.perf_counter()
-                    reader.plan(TOPIC, 0, offset, SDK_PLAN_BYTES)
-                    bucket_list.append(time.perf_counter() - started)
-            latency[name] = (cold, warm)
+                    reader.plan(TOPIC, 0, offset, sdk_plan_bytes, range_bytes=sdk_plan_bytes)
+                    measured.append(time.perf_counter() - started)
+                    reader.wait_for_background_loads()
+            latency[name] = (cold, warm, fully_cold)
 
     print(f"plan benchmark: {args.segments} segments of ~{args.segment_mib} MiB ({segment_bytes / 1e6:.0f} MB, offsets "
           f"{info.earliest_offset}..{info.latest_offset}), 16-record batches of 1 KiB records, gateway and client in one process")
-    print("1. S3 GETs per GB read sequentially through plans, cold caches (gateway + client ranges)")
-    for plan_bytes in (SDK_PLAN_BYTES, 8 * MIB):
-        label = "SDK default" if plan_bytes == SDK_PLAN_BYTES else "8 MiB plans"
+    print("1. S3 GETs per GB read sequentially through plans, cold caches (gateway + client GETs after coalesce_ranges)")
+    for label, plan_bytes in sizes.items():
         rows = {name: gets[(name, plan_bytes)] for name in readers}
         for name, (own, client_gets, plans, read_bytes, wall, cpu, kinds) in rows.items():
             gb = read_bytes / 1e9
-            print(f"   {label} ({plan_bytes // MIB} MiB), {name:20}: {(own + client_gets) / gb:7.1f} GETs/GB = gateway {own / gb:6.1f} "
+            print(f"   {label} ({plan_bytes / MIB:.1f} MiB), {name:20}: {(own + client_gets) / gb:7.1f} GETs/GB = gateway {own / gb:6.1f} "
                   f"({own} GETs: {kinds}) + client {client_gets / gb:6.1f} ({client_gets}); {plans} plans; wall {wall:.2f} s, CPU {cpu:.2f} s")
         new, old = rows["batch index"], rows["headers (reference)"]
         ratio = (new[0] + new[1]) / (old[0] + old[1])
-        print(f"   {label}: batch index / reference GETs = {ratio:.3f}   (goal <= 130 GETs/GB: "
+        print(f"   {label}: indexed / reference GETs = {ratio:.3f}   (goal <= 130 GETs/GB: "
               f"{'met' if (new[0] + new[1]) / (new[3] / 1e9) <= 130 else 'NOT met'}); CPU {new[5]:.2f} s vs {old[5]:.2f} s")
-    print(f"2. plan latency (fresh reader per trial, {args.trials} trials, max_bytes {SDK_PLAN_BYTES // MIB} MiB)")
-    for name, (cold, warm) in latency.items():
+    print(f"   (SDK default plan size: tiered_kafka.consumer.prefetch.default_plan_bytes = {sdk_plan_bytes} bytes, from the default prefetch budget)")
+    print(f"2. plan latency ({args.trials} trials, max_bytes {sdk_plan_bytes / MIB:.1f} MiB; cold = first plan of a segment, registry entries held)")
+    for name, (cold, warm, fully_cold) in latency.items():
         c50, c99, w50, w99 = statistics.median(cold), percentile(cold, 0.99), statistics.median(warm), percentile(warm, 0.99)
+        f50, f99 = statistics.median(fully_cold), percentile(fully_cold, 0.99)
         print(f"   {name:20}: cold p50 {c50 * 1000:.2f} ms p99 {c99 * 1000:.2f} ms; warm p50 {w50 * 1000:.2f} ms p99 {w99 * 1000:.2f} ms; "
               f"cold/warm p50 {c50 / w50:.2f}, p99 {c99 / w99:.2f}   (goal <= 2: {'met' if c50 / w50 <= 2 and c99 / w99 <= 2 else 'NOT met'})")
+        print(f"   {'':20}  fully cold (fresh reader, registry read included): p50 {f50 * 1000:.2f} ms p99 {f99 * 1000:.2f} ms; "
+              f"/ warm p50 {f50 / w50:.2f}, p99 {f99 / w99:.2f}")
     print(f"3. batch-index size / segment size: {index_bytes} / {segment_bytes} = {index_bytes / segment_bytes:.4%}   "
           f"(goal < 0.5%: {'met' if index_bytes / segment_bytes < 0.005 else 'NOT met'})")
+    print(f"   sparse plan index (registry field): {sparse_bytes} bytes ({sparse_text} as base64) for {segment_bytes} bytes = "
+          f"{sparse_bytes / segment_bytes:.4%}, {sparse_bytes / segment_bytes * 2**30 / 1024:.1f} KiB per GiB of segment")
 
 
 if __name__ == "__main__":

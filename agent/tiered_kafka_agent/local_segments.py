@@ -46,6 +46,7 @@ import crc32c
 from tiered_kafka.errors import CorruptCheckpointError, FormatError
 from tiered_kafka.format import producer_snapshot
 from tiered_kafka.format.batch_index import BatchIndexBuilder, UnsupportedFormatError
+from tiered_kafka.format.sparse_index import SparseIndex
 from tiered_kafka.format.offset_index import ENTRY_SIZE as INDEX_ENTRY_SIZE
 from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, iter_batches
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
@@ -99,6 +100,7 @@ class SegmentStats:
     aborted_txns: int = 0
     open_txn_first_offset: int = OPEN_TXN_UNKNOWN
     batch_index: bytes | None = None  # the .batchindex file (format.batch_index); None: not magic 2 throughout
+    sparse_index: bytes | None = None  # the registry entry's sparse plan index (format.sparse_index), from the batch index
 
 
 def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
@@ -270,10 +272,12 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
     if failure is not None:
         raise failure
     try:
-        batch_index: bytes | None = builder.finish(size).to_bytes()
+        index = builder.finish(size)
+        batch_index: bytes | None = index.to_bytes()
+        sparse_index: bytes | None = SparseIndex.from_batch_index(index).to_bytes()
     except UnsupportedFormatError as err:
         log.debug("segment %d has no batch index: %s", opened.segment.base_offset, err)
-        batch_index = None
+        batch_index = sparse_index = None
     return SegmentStats(
         last_offset=last_offset,
         record_count=record_count,
@@ -286,6 +290,7 @@ def read_stats(opened: OpenSegment) -> SegmentStats:
         aborted_txns=_count_aborted_txns(opened),
         open_txn_first_offset=_open_txn_first_offset(opened, last_offset, scan_open, marked),
         batch_index=batch_index,
+        sparse_index=sparse_index,
     )
 
 

@@ -8,7 +8,9 @@ Upload of one segment (what a crash at each step leaves behind, all harmless):
    stem: ``local_segments``), and the ``.batchindex`` built by the scan (``format.batch_index``;
    none for a segment that is not magic 2 throughout) — a crash leaves objects nobody references (rebuild ignores a segment whose listed
    files are not all there); the next attempt overwrites them;
-2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``.
+2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``; the entry
+   carries the sparse plan index derived from the batch index (``format.sparse_index``; not in the
+   object metadata, which is too small: a rebuilt registry gets it back from ``backfill-batch-index``).
 
 Uploading the same segment again writes the same keys with the same bytes: harmless.
 Files at or above ``s3.multipart_threshold_bytes`` go up as multipart uploads whose parts are
@@ -142,6 +144,7 @@ class RemoteStore:
             aborted_txns=stats.aborted_txns,
             control_records=stats.control_records,
             open_txn_first_offset=stats.open_txn_first_offset,
+            sparse_index=stats.sparse_index,
         )
         companions = [
             self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)

@@ -11,9 +11,14 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     default_max_bytes      1 MiB      plan size when the request gives none
     max_bytes_limit        64 MiB     largest max_bytes a request may ask
     range_bytes            8 MiB      preferred size of one presigned range
-    cache.index_entries    512        .index/.timeindex objects kept in memory
-    cache.header_segments  512        segments whose batch headers are kept
-    cache.batch_index_bytes 256 MiB   batch indexes kept in memory (bytes they occupy)
+    cache.* (every cache is bounded by the bytes it holds; ``caches`` module docstring):
+    cache.index_bytes      64 MiB     .index/.timeindex objects
+    cache.header_bytes     64 MiB     batch headers read from segments without a batch index
+    cache.batch_index_bytes 256 MiB   batch indexes
+    cache.sparse_index_bytes 32 MiB   sparse plan indexes parsed from registry entries
+    cache.segment_bytes    32 MiB     registry lookups remembered (segment entries; last entries)
+    cache.listing_bytes    16 MiB     S3 listings of partitions, found or not (unknown partitions too)
+    cache.txn_index_bytes  32 MiB     parsed .txnindex files (the records endpoint)
     cache.listing_ttl_s    30         S3 listings of unregistered (Pinterest-layout) partitions
     cache.segment_ttl_s    2          registry lookups remembered (0: ask Redis every time)
     auth.enabled           false
@@ -48,9 +53,13 @@ class ClusterSettings(BaseModel):
 
 
 class CacheSettings(BaseModel):
-    index_entries: int = Field(512, ge=1)
-    header_segments: int = Field(512, ge=1)
-    batch_index_bytes: int = Field(256 * MIB, ge=1)
+    index_bytes: int = Field(64 * MIB, ge=4096)
+    header_bytes: int = Field(64 * MIB, ge=4096)
+    batch_index_bytes: int = Field(256 * MIB, ge=4096)
+    sparse_index_bytes: int = Field(32 * MIB, ge=4096)
+    segment_bytes: int = Field(32 * MIB, ge=4096)
+    listing_bytes: int = Field(16 * MIB, ge=4096)
+    txn_index_bytes: int = Field(32 * MIB, ge=4096)
     listing_ttl_s: float = Field(30.0, ge=0)
     segment_ttl_s: float = Field(2.0, ge=0, le=60)
 

@@ -70,7 +70,7 @@ from tiered_kafka.transactions import CommittedFilter, Fate
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.models import GapOut, HeaderOut, RecordOut, RecordsResponse
-from tiered_kafka_gateway.remote import LRU, ClusterReader, RemoteSegment
+from tiered_kafka_gateway.remote import ClusterReader, RemoteSegment
 
 DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS_LIMIT = 10_000
@@ -185,7 +185,6 @@ def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse
 
 # -- remote storage -------------------------------------------------------------------------
 LOOKAHEAD_FIRST_BYTES = 64 * 1024
-_TXN_INDEXES: LRU[tuple[str, str], list[AbortedTxn]] = LRU(1024)
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 
@@ -344,7 +343,7 @@ def aborted_txns(cluster: ClusterReader, topic: str, partition: int, segment: Re
         except CorruptIndexError as err:
             raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
 
-    return _TXN_INDEXES.get_or_load((cluster.name, key), load)
+    return cluster.txn_indexes.get_or_load(key, load)
 
 
 def _remote_record(record: Any, encoding: Encoding) -> RecordOut:

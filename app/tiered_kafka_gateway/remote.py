@@ -17,9 +17,19 @@ removed.
 
 Plans are computed by ``tiered_kafka.read_plan``. A segment whose registry entry lists a
 ``batchindex`` file (``tiered_kafka.format.batch_index``, uploaded by the agent or backfilled) is
-planned from it: one GET the first time, then from memory (cached, bounded by bytes:
-``cache.batch_index_bytes``), with no ``.index`` or header read; offsets-for-timestamp use it too
-(``batches_reaching``). Other segments — Pinterest-layout buckets, uploads from before the batch
+planned from it in memory once it is cached (bounded by bytes: ``cache.batch_index_bytes``), with
+no ``.index`` or header read; offsets-for-timestamp use it too (``batches_reaching``). Until then
+— the first plan of a segment — an entry carrying a sparse plan index
+(``tiered_kafka.format.sparse_index``) is planned from that at once, with no S3 request
+(``read_plan.plan_from_sparse_index``: the first range may start up to one interval before the
+offset's batch, and still holds it). Unless that plan is the exact one — asked at a kept start
+(a sequential reader: its ranges end on kept starts), no range larger than the ``range_bytes``
+asked, reaching the segment's end (else the batch index would fill ``max_bytes`` closer: a plan
+from kept starts ends up to one interval short) — the batch index is then fetched in the
+background (``caches.BackgroundLoads``) for the exact plans that follow: one GET per segment, off
+the request path.
+A plan smaller than the sparse span holding its offset, offsets-for-timestamp, or an entry without
+the field fetch the batch index first (one GET). Other segments — Pinterest-layout buckets, uploads from before the batch
 index — are planned from the ``.index`` (cached, bounded) and batch headers read in windows by
 ranged GETs (cached per segment, bounded). Either way a repeated plan costs one registry lookup
 and a presign per range, no S3 request. ``s3_gets_by_kind`` counts GETs by file kind.
@@ -31,7 +41,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -41,20 +51,31 @@ from botocore.auth import S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tiered_kafka.errors import CorruptIndexError, FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
+from tiered_kafka.errors import FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
 from tiered_kafka.format.batch_index import BatchIndex
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.segment_names import FileKind, Suffix
+from tiered_kafka.format.sparse_index import SparseIndex
 from tiered_kafka.format.time_index import TimeIndex
+from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.read_plan import BatchHeaders, ByteRange, UnsupportedFormatError, plan_from_batch_index, plan_ranges
+from tiered_kafka.read_plan import (
+    BatchHeaders,
+    ByteRange,
+    UnsupportedFormatError,
+    plan_from_batch_index,
+    plan_from_sparse_index,
+    plan_ranges,
+    sparse_plan_fits,
+)
 from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
 from tiered_kafka.service_support import s3_client
 from tiered_kafka.transactions import remote_last_stable_offset
-from tiered_kafka_gateway.caches import LRU, RecentSegments, RemoteSegment
+from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.s3_listing import list_partitions
+from tiered_kafka_gateway.segment_indexes import SegmentIndexes
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +89,7 @@ class Plan:
     gap: Gap | None  # set when the requested offset fell in a gap and the plan starts after it
 
 
-class ClusterReader:
+class ClusterReader(SegmentIndexes):
     def __init__(self, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> None:
         self.name = name
         self.settings = settings
@@ -86,18 +107,35 @@ class ClusterReader:
         )
         self.registry = Registry(self.redis, name)
         self.bootstrap_servers = cluster.bootstrap_servers
-        self.indexes: LRU[str, OffsetIndex | TimeIndex] = LRU(settings.cache.index_entries)
-        self.headers: LRU[str, BatchHeaders] = LRU(settings.cache.header_segments)
-        self.batch_indexes: LRU[str, BatchIndex] = LRU(settings.cache.batch_index_bytes, weigh=lambda index: index.nbytes)
-        self._listings: dict[tuple[str, int], tuple[float, list[RemoteSegment]]] = {}
+        cache = settings.cache  # every cache bounded by bytes (caches module docstring); weights are estimates
+        self.indexes: LRU[str, OffsetIndex | TimeIndex] = LRU("index", cache.index_bytes, lambda index: 64 + 80 * len(index))
+        self.headers: LRU[str, BatchHeaders] = LRU("headers", cache.header_bytes, lambda headers: headers.nbytes)
+        self.batch_indexes: LRU[str, BatchIndex] = LRU("batch_index", cache.batch_index_bytes, lambda index: index.nbytes)
+        self.sparse_indexes: LRU[str, SparseIndex | None] = LRU("sparse_index", cache.sparse_index_bytes, lambda i: 0 if i is None else i.nbytes)
+        self.txn_indexes: LRU[str, list[AbortedTxn]] = LRU("txn_index", cache.txn_index_bytes, lambda txns: 64 + 120 * len(txns))
+        # S3 listings by partition, found or not (caller input: bounded like the rest)
+        self._listings: LRU[tuple[str, int], list[RemoteSegment]] = LRU(
+            "listing", cache.listing_bytes, lambda segments: 64 + sum(s.nbytes for s in segments), ttl_s=cache.listing_ttl_s
+        )
         self._listing_lock = threading.Lock()
+        self._loads = BackgroundLoads()
         self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
         self.s3_gets = 0
         self.s3_gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
         self.presigns = 0
-        self._recent_segments = RecentSegments(settings.cache.segment_ttl_s)
+        self._recent_segments = RecentSegments(cache.segment_ttl_s, cache.segment_bytes // 2)
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
-        self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU(4096)
+        self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 2, lambda found: 64)
+
+    def wait_for_background_loads(self, timeout_s: float = 30.0) -> bool:
+        """Block until the batch indexes fetched in the background have landed (tests, benchmarks)."""
+        return self._loads.wait_idle(timeout_s)
+
+    @property
+    def caches(self) -> list[LRU[Any, Any]]:
+        """Every cache of this reader (for ``/metrics``)."""
+        return [self.indexes, self.headers, self.batch_indexes, self.sparse_indexes, self.txn_indexes, self._listings,
+                self._recent_segments.cache, self._last_entries]
 
     # -- errors ----------------------------------------------------------------------------
     def _registry(self, call: Callable[[], Any]) -> Any:
@@ -231,12 +269,11 @@ class ClusterReader:
         return _out_of_range(topic, partition, offset, earliest, latest)
 
     def _listed(self, topic: str, partition: int) -> list[RemoteSegment]:
-        """Segments found by listing the partition's prefix (Pinterest-layout buckets), cached."""
-        now = time.monotonic()
-        with self._listing_lock:
-            cached = self._listings.get((topic, partition))
-            if cached is not None and now - cached[0] < self.settings.cache.listing_ttl_s:
-                return cached[1]
+        """Segments found by listing the partition's prefix (Pinterest-layout buckets), cached
+        (an empty listing too, for ``cache.listing_ttl_s``; bounded by ``cache.listing_bytes``)."""
+        return self._listings.get_or_load((topic, partition), lambda: self._list(topic, partition))
+
+    def _list(self, topic: str, partition: int) -> list[RemoteSegment]:
         prefix = self.keyspace.partition_prefix(topic, partition)
         logs: list[tuple[int, str, int]] = []
         try:
@@ -256,8 +293,6 @@ class ClusterReader:
         for i, (base, key, size) in enumerate(logs):
             last = logs[i + 1][0] - 1 if i + 1 < len(logs) else self._last_offset_of(key, base, size)
             segments.append(RemoteSegment(key, base, last, size, -1))
-        with self._listing_lock:
-            self._listings[(topic, partition)] = (now, segments)
         return segments
 
     def _last_offset_of(self, key: str, base: int, size: int) -> int:
@@ -270,72 +305,39 @@ class ClusterReader:
             last, position = header.last_offset, position + header.size
         return last
 
-    # -- indexes, headers, plans -----------------------------------------------------------
-    def offset_index(self, log_key: str, base_offset: int) -> OffsetIndex:
-        key = log_key[: -len(FileKind.LOG.value)] + FileKind.INDEX.value
-        return self.indexes.get_or_load(key, lambda: _parse(OffsetIndex.from_bytes, self._get(key), base_offset, key))  # type: ignore[return-value]
-
-    def time_index(self, log_key: str, base_offset: int) -> TimeIndex:
-        key = log_key[: -len(FileKind.LOG.value)] + FileKind.TIMEINDEX.value
-        return self.indexes.get_or_load(key, lambda: _parse(TimeIndex.from_bytes, self._get(key), base_offset, key))  # type: ignore[return-value]
-
-    def batch_headers(self, log_key: str, size: int) -> BatchHeaders:
-        def read(start: int, end: int) -> bytes:
-            data = self._get(log_key, f"bytes={start}-{end - 1}")
-            if len(data) != end - start:
-                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{log_key}: asked {end - start} bytes at {start}, got {len(data)}")
-            return data
-
-        return self.headers.get_or_load(log_key, lambda: BatchHeaders(read, size))
-
-    def batch_index(self, segment: RemoteSegment | SegmentEntry) -> BatchIndex | None:
-        """The segment's batch index (one GET, then cached), or None when it was uploaded without one."""
-        if FileKind.BATCHINDEX.value not in segment.files:
+    # -- plans -------------------------------------------------------------------------------
+    def _sparse_plan(self, segment: RemoteSegment, start: int, max_bytes: int, range_bytes: int) -> tuple[list[ByteRange], str | None] | None:
+        """Ranges from the sparse index when the batch index is not in memory yet (module doc), and
+        the batch index key to fetch in the background (None: the plan is exact); None when the
+        exact path must plan."""
+        if FileKind.BATCHINDEX.value not in segment.files or segment.sparse_index is None:
             return None
         key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value
+        if self.batch_indexes.peek(key, count=False) is not None:
+            return None
+        sparse = self.sparse_index(segment)
+        if sparse is None or not sparse_plan_fits(sparse, start, max_bytes):
+            return None
+        ranges = plan_from_sparse_index(sparse, segment_last_offset=segment.last_offset, offset=start, max_bytes=max_bytes, range_bytes=range_bytes)
+        # not the exact plan (an early start, a range coarser than asked, an end short of max_bytes):
+        # the batch index gives exact starts, finer ranges and fuller plans to the plans that follow
+        exact = ranges[0].first_offset == start and all(r.size <= range_bytes for r in ranges) and ranges[-1].end == segment.size
+        return ranges, None if exact else key
 
-        def load() -> BatchIndex:
-            index = _parse(lambda data, base, name: BatchIndex.from_bytes(data, name=name), self._get(key), segment.base_offset, key)
-            if (index.base_offset, index.segment_size, index.last_offset) != (segment.base_offset, segment.size, segment.last_offset):
-                raise GatewayError(
-                    ErrorCode.CORRUPT_REMOTE_DATA,
-                    f"{key} describes offsets {index.base_offset}..{index.last_offset} in {index.segment_size} bytes; the registry says "
-                    f"{segment.base_offset}..{segment.last_offset} in {segment.size}",
-                )
-            return index
-
-        return self.batch_indexes.get_or_load(key, load)
-
-    def batches_reaching(self, segment: RemoteSegment | SegmentEntry, timestamp: int) -> Iterator[ByteRange]:
-        """The segment's batches whose maxTimestamp is >= ``timestamp``, in order, as byte ranges
-        (offsets-for-timestamp: the first record at or after a time is in the first of them that
-        holds a non-control record reaching it). From the batch index when the segment has one (no
-        .timeindex, .index or header read); else from the .timeindex, .index and batch headers."""
-        index = self.batch_index(segment)
-        if index is not None:
-            slot = index.first_reaching(timestamp)
-            for s in range(len(index) if slot is None else slot, len(index)):
-                e = index.entry(s)
-                if e.max_timestamp >= timestamp:
-                    yield ByteRange(e.position, e.position + e.size, e.base_offset, e.last_offset)
-            return
-        start = self.time_index(segment.object_key, segment.base_offset).lookup(timestamp).offset
-        position = self.offset_index(segment.object_key, segment.base_offset).lookup(start).position
-        headers = self.batch_headers(segment.object_key, segment.size)
-        while position < segment.size:
-            header = headers.at(position)
-            if header.max_timestamp >= timestamp:
-                yield ByteRange(position, position + header.size, header.base_offset, header.last_offset)
-            position += header.size
-
-    def plan(self, topic: str, partition: int, offset: int, max_bytes: int) -> Plan:
+    def plan(self, topic: str, partition: int, offset: int, max_bytes: int, *, range_bytes: int | None = None) -> Plan:
+        """Ranges of one segment from ``offset`` within ``max_bytes``, each at most ``range_bytes``
+        where the batches allow (None: ``settings.range_bytes``), with a presigned URL each."""
         segment, gap = self.segment_for(topic, partition, offset)
         start = segment.base_offset if gap is not None else offset
+        range_bytes = range_bytes or self.settings.range_bytes
         try:
-            index = self.batch_index(segment)
-            if index is not None:
+            sparse = self._sparse_plan(segment, start, max_bytes, range_bytes)
+            index = None if sparse is not None else self.batch_index(segment)
+            if sparse is not None:
+                ranges = sparse[0]
+            elif index is not None:
                 ranges = plan_from_batch_index(
-                    index, segment_last_offset=segment.last_offset, offset=start, max_bytes=max_bytes, range_bytes=self.settings.range_bytes
+                    index, segment_last_offset=segment.last_offset, offset=start, max_bytes=max_bytes, range_bytes=range_bytes
                 )
             else:
                 ranges = plan_ranges(
@@ -344,7 +346,7 @@ class ClusterReader:
                     segment_last_offset=segment.last_offset,
                     offset=start,
                     max_bytes=max_bytes,
-                    range_bytes=self.settings.range_bytes,
+                    range_bytes=range_bytes,
                 )
         except UnsupportedFormatError as err:
             raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
@@ -354,6 +356,8 @@ class ClusterReader:
             raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{segment.object_key}: {err}") from err
         ttl = self.settings.presign_ttl_s
         urls = [self.presign(segment.object_key, r, ttl) for r in ranges]
+        if sparse is not None and sparse[1] is not None:  # last: the load starts once this plan is made
+            self._loads.submit(sparse[1], lambda: self.batch_index(segment))
         return Plan(segment, ranges, urls, int(time.time() * 1000) + ttl * 1000, gap)
 
     def presign(self, key: str, byte_range: ByteRange, ttl_s: int) -> str:
@@ -387,14 +391,7 @@ class ClusterReader:
 
 
 def _from_entry(entry: SegmentEntry) -> RemoteSegment:
-    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp, entry.files)
-
-
-def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:
-    try:
-        return parser(data, base, name=key)
-    except CorruptIndexError as err:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
+    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp, entry.files, entry.sparse_index)
 
 
 def _before_coverage(topic: str, partition: int, offset: int, coverage: CoverageStart, **extent: int) -> GatewayError:

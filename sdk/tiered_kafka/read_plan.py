@@ -26,6 +26,17 @@ offsets) is planned from it in memory (``plan_from_batch_index``): step 1 is a b
 candidate boundaries of step 2 are *every* batch start, not only the indexed ones, so ranges come
 closer to ``range_bytes``. Both paths share the rule above (``plan_from``, over a
 ``BatchSource``); given the same candidate boundaries they plan the same ranges (tested).
+
+Before the batch index is in memory, a segment whose registry entry carries a sparse plan index
+(``format.sparse_index``: batch starts at least ``SPARSE_INTERVAL`` bytes apart, with their base
+offsets) is planned from it (``plan_from_sparse_index``), again with no read: the span between two
+kept starts plays the part of one batch. Ranges start and end on kept starts (batch boundaries),
+so the first range starts at the kept start at or below the requested offset's batch — up to one
+interval plus one batch earlier than the exact plan — and still holds the offset (its
+first..last offsets include it); clients skip the records before the offset they asked for, as
+they do for a batch holding earlier offsets. A sequential reader asks next for the offset after a
+range, which starts on a kept boundary: its plans are exact. ``sparse_plan_fits`` says whether
+the span holding the offset fits ``max_bytes`` (else the exact path keeps the max_bytes rule).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from typing import Protocol
 from tiered_kafka.errors import CorruptRecordError, OffsetOutOfRangeError
 from tiered_kafka.format.batch_index import BatchIndex, UnsupportedFormatError
 from tiered_kafka.format.offset_index import OffsetIndex
+from tiered_kafka.format.sparse_index import SparseIndex
 from tiered_kafka.format.record_batch import (
     HEADER_V2_SIZE,
     LAST_OFFSET_DELTA_OFFSET,
@@ -53,7 +65,9 @@ DEFAULT_RANGE_BYTES = 8 * 1024 * 1024
 Reader = Callable[[int, int], bytes]
 
 
-__all__ = ["BatchHeader", "BatchHeaders", "BatchIndexSource", "BatchSource", "ByteRange", "HeaderSource", "UnsupportedFormatError", "plan_from", "plan_from_batch_index", "plan_ranges"]
+__all__ = ["BatchHeader", "BatchHeaders", "BatchIndexSource", "BatchSource", "ByteRange", "HeaderSource",
+           "SparseIndexSource", "UnsupportedFormatError", "plan_from", "plan_from_batch_index", "plan_from_sparse_index", "plan_ranges",
+           "sparse_plan_fits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +101,20 @@ class BatchHeader:
 class BatchHeaders:
     """Batch headers of one segment object, read on demand in windows and remembered."""
 
-    def __init__(self, read: Reader, segment_size: int, *, window: int = HEADER_WINDOW) -> None:
+    def __init__(self, read: Reader, segment_size: int, *, window: int = HEADER_WINDOW, on_load: Callable[[BatchHeaders], None] | None = None) -> None:
         self._read = read
         self.segment_size = segment_size
         self._window = window
         self._known: dict[int, BatchHeader] = {}
+        self._on_load = on_load  # called after each window read (a cache bounded by bytes weighs it again)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated memory of the headers known (a BatchHeader, its ints and its dict slot: ~330 bytes)."""
+        return 100 + 330 * len(self._known)
 
     def at(self, position: int) -> BatchHeader:
         """The header of the batch starting at ``position`` (which must be a batch start)."""
@@ -119,6 +142,8 @@ class BatchHeaders:
             max_ts = int.from_bytes(data[pos + MAX_TIMESTAMP_OFFSET : pos + MAX_TIMESTAMP_OFFSET + 8], "big", signed=True)
             self._known[position + pos] = BatchHeader(position + pos, size, base_offset, base_offset + delta, max_ts)
             pos += size
+        if self._on_load is not None:
+            self._on_load(self)
 
 
 class BatchSource(Protocol):
@@ -188,6 +213,30 @@ class BatchIndexSource:
             raise CorruptRecordError("no batch starts here in the batch index", position=position) from err
 
 
+class SparseIndexSource:
+    """Batches known from a sparse plan index: each span between kept starts acts as one batch."""
+
+    def __init__(self, index: SparseIndex, segment_last_offset: int) -> None:
+        self.index = index
+        self.segment_size = index.segment_size
+        self._last_offset = segment_last_offset
+
+    def holding(self, offset: int) -> BatchHeader:
+        start, end, base = self.index.span_holding(offset)
+        last = self._last_offset if end >= self.segment_size else self.index.base_offset_at(end) - 1
+        return BatchHeader(start, end - start, base, last, -1)
+
+    def boundaries(self, low: int, high: int) -> list[int]:
+        positions = self.index.positions
+        return list(positions[bisect.bisect_right(positions, low) : bisect.bisect_right(positions, high)])
+
+    def base_offset_at(self, position: int) -> int:
+        try:
+            return self.index.base_offset_at(position)
+        except KeyError as err:
+            raise CorruptRecordError("no kept batch starts here in the sparse index", position=position) from err
+
+
 def plan_ranges(
     *,
     index: OffsetIndex,
@@ -212,6 +261,23 @@ def plan_from_batch_index(
     """``plan_ranges`` from a segment's batch index, in memory (no read at all)."""
     return plan_from(
         BatchIndexSource(index), base_offset=index.base_offset, segment_last_offset=segment_last_offset,
+        offset=offset, max_bytes=max_bytes, range_bytes=range_bytes,
+    )
+
+
+def sparse_plan_fits(index: SparseIndex, offset: int, max_bytes: int) -> bool:
+    """Whether a plan from ``index`` at ``offset`` keeps within ``max_bytes`` (the span holding it fits)."""
+    start, end, _ = index.span_holding(offset)
+    return end - start <= max_bytes
+
+
+def plan_from_sparse_index(
+    index: SparseIndex, *, segment_last_offset: int, offset: int, max_bytes: int, range_bytes: int = DEFAULT_RANGE_BYTES
+) -> list[ByteRange]:
+    """Ranges on the kept starts of a sparse plan index, in memory (module doc): the first range
+    starts at the kept start at or below the batch holding ``offset``."""
+    return plan_from(
+        SparseIndexSource(index, segment_last_offset), base_offset=index.base_offset, segment_last_offset=segment_last_offset,
         offset=offset, max_bytes=max_bytes, range_bytes=range_bytes,
     )
 

@@ -453,6 +453,26 @@ def test_transaction_fields_are_stored_and_read_back(client: redis.Redis, regist
     assert old is not None and (old.aborted_txns, old.control_records) == (-1, -1)
 
 
+def test_sparse_index_is_stored_read_back_and_backfilled(client: redis.Redis, registry: Registry) -> None:
+    blob = bytes(range(256)) * 40  # binary, ~10 KB: as large as a 1 GiB segment's
+    registry.register(entry(100, 199, sparse_index=blob))
+    found = registry.find("orders", 3, 150)
+    assert found is not None and found.sparse_index == blob and registry.segments("orders", 3)[0].sparse_index == blob
+    old = entry(200, 299)  # registered without one (as before the field), then backfilled
+    registry.register(old)
+    assert registry.find("orders", 3, 250).sparse_index is None
+    assert registry.add_files(old, ["batchindex"], sparse_index=b"\x01\x02")
+    backfilled = registry.find("orders", 3, 250)
+    assert backfilled.sparse_index == b"\x01\x02" and "batchindex" in backfilled.files
+    assert registry.add_files(backfilled, [])  # no sparse index given: the stored one stays
+    assert registry.find("orders", 3, 250).sparse_index == b"\x01\x02"
+    assert not registry.add_files(entry(300, 399), [], sparse_index=b"\x01")  # not registered: nothing written
+    assert registry.find("orders", 3, 350) is None
+    client.hset(registry.keys("orders", 3).segment(100), "sparse_index", "%%%")
+    with pytest.raises(MalformedRegistryDataError, match="sparse_index"):
+        registry.find("orders", 3, 150)
+
+
 def test_malformed_coverage_is_reported_with_its_key(client: redis.Redis, registry: Registry) -> None:
     key = registry.keys("orders", 3).coverage
     client.hset(key, mapping={"start_offset": "x", "observed_ms": "1"})

@@ -158,7 +158,7 @@ def test_malformed_members(member: str) -> None:
 
 
 def test_to_fields_layout() -> None:
-    fields = entry(aborted_txns=2, control_records=5, open_txn_first_offset=150).to_fields()
+    fields = entry(aborted_txns=2, control_records=5, open_txn_first_offset=150, sparse_index=b"\x01\xff").to_fields()
     assert tuple(fields) == SEGMENT_FIELDS
     assert fields == {
         "object_key": "prefix/01011/kafkaCluster1/orders-3/00000000000000000100.log",
@@ -175,6 +175,7 @@ def test_to_fields_layout() -> None:
         "aborted_txns": "2",
         "control_records": "5",
         "open_txn_first_offset": "150",
+        "sparse_index": "Af8=",
     }
     assert all(isinstance(v, str) for v in fields.values())
     assert entry().member == "00000000000000000100:00000000000000000199"
@@ -188,6 +189,22 @@ def test_open_txn_first_offset_unknown_when_absent_and_checked() -> None:
     for bad in (-3, 200, True):
         with pytest.raises(RegistryValueError, match="open_txn_first_offset"):
             entry(open_txn_first_offset=bad)
+
+
+def test_sparse_index_round_trips_as_base64_and_is_none_when_absent() -> None:
+    blob = bytes(range(256))
+    fields = entry(sparse_index=blob).to_fields()
+    assert SegmentEntry.from_fields("orders", 3, fields).sparse_index == blob
+    assert SegmentEntry.from_fields("orders", 3, {k.encode(): v.encode() for k, v in fields.items()}).sparse_index == blob
+    assert entry().to_fields()["sparse_index"] == ""
+    assert SegmentEntry.from_fields("orders", 3, entry().to_fields()).sparse_index is None
+    del fields["sparse_index"]  # an entry registered before the field
+    assert SegmentEntry.from_fields("orders", 3, fields).sparse_index is None
+    with pytest.raises(MalformedRegistryDataError, match="not base64.*sparse_index"):
+        SegmentEntry.from_fields("orders", 3, {**fields, "sparse_index": "no!"}, key="K")
+    for bad in (b"", "text", 5):
+        with pytest.raises(RegistryValueError, match="sparse_index"):
+            entry(sparse_index=bad)
 
 
 def test_from_fields_round_trip_with_str_and_bytes() -> None:

@@ -119,12 +119,18 @@ def locate(
     isolation_level: Annotated[
         IsolationLevel, Query(description="read_committed: the plan also carries the remote last stable offset (one more registry read)")
     ] = IsolationLevel.READ_UNCOMMITTED,
+    range_bytes: Annotated[
+        int | None,
+        Query(ge=4096, description="preferred size of one range, up to max_bytes_limit (default: range_bytes); max_bytes gives the fewest ranges, hence GETs"),
+    ] = None,
 ) -> Response:
     settings = cluster.settings
     wanted = settings.default_max_bytes if max_bytes is None else max_bytes
     if wanted > settings.max_bytes_limit:
         raise GatewayError(ErrorCode.INVALID_REQUEST, f"max_bytes {wanted} is above the limit {settings.max_bytes_limit}")
-    plan = cluster.plan(topic, partition, offset, wanted)
+    if range_bytes is not None and range_bytes > settings.max_bytes_limit:
+        raise GatewayError(ErrorCode.INVALID_REQUEST, f"range_bytes {range_bytes} is above the limit {settings.max_bytes_limit}")
+    plan = cluster.plan(topic, partition, offset, wanted, range_bytes=range_bytes)
     body = PlanResponse(
         cluster=cluster.name,
         topic=topic,

@@ -8,6 +8,9 @@ entry per batch and uploads them beside the segment. A reader that has this file
 and answers offsets-for-timestamp from memory, with no ``.index``, ``.timeindex`` or header read.
 Not a Kafka file: Kafka has no per-batch index (its ``LogSegment.read`` scans headers from the
 ``.index`` position, as ``read_plan`` does without this file).
+The registry entry carries a small digest of it, the sparse plan index (``format.sparse_index``:
+every batch start at least 1 MiB after the previous kept one), so the first plan of a segment
+needs no GET of this file.
 
 Layout, big-endian, version 1::
 

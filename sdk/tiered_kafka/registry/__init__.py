@@ -40,9 +40,14 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
     control_records control records (COMMIT/ABORT markers) in the segment's batches (-1 unknown)
     open_txn_first_offset  first offset of the earliest transaction still open after the segment
                     (from the producer snapshot at its end); -1 none open, -2 unknown
+    sparse_index    the segment's sparse plan index (``tiered_kafka.format.sparse_index``: batch starts
+                    at least 1 MiB apart with their base offsets, about 8 KiB per GiB of segment), as
+                    base64 text; "" or absent when it has none. Written at registration when the agent
+                    built a batch index, or later by ``add_files`` (``backfill-batch-index``); the
+                    gateway plans a segment's first read from it without an S3 request
 
 ``aborted_txns`` and ``control_records`` came later: an entry registered before them lacks them
-and reads as -1 (``open_txn_first_offset``, later still: -2). A segment holds aborted transactions when ``aborted_txns`` > 0.
+and reads as -1 (``open_txn_first_offset``, later still: -2; ``sparse_index``, later again: None). A segment holds aborted transactions when ``aborted_txns`` > 0.
 
 Coverage hash fields (DESIGN.md, contract 5; :class:`Coverage`), in their own key so that remote
 retention deleting every segment (and the ``info`` hash's extent with it) keeps them:

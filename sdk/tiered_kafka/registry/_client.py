@@ -187,15 +187,18 @@ class Registry:
         self.ensure_listed(topic, partition)
         return bool(int(added))
 
-    def add_files(self, entry: SegmentEntry, kinds: Iterable[str]) -> bool:
-        """Add file kinds uploaded after registration (a backfilled batch index) to ``entry``'s ``files``.
+    def add_files(self, entry: SegmentEntry, kinds: Iterable[str], *, sparse_index: bytes | None = None) -> bool:
+        """Add file kinds uploaded after registration (a backfilled batch index) to ``entry``'s
+        ``files``, and set its ``sparse_index`` when given (kept as it is when None).
 
         Only while the registry still holds this very segment (same checksum); returns False when
         it does not (deleted by retention, or replaced). Idempotent."""
-        files = dataclasses.replace(entry, files=(*entry.files, *kinds)).files  # validated, canonical order
+        added = dataclasses.replace(entry, files=(*entry.files, *kinds), sparse_index=sparse_index)  # validated, canonical order
         keys = self.keys(entry.topic, entry.partition)
         with _translated(f"set the files of {entry.topic}-{entry.partition} segment {entry.base_offset}"):
-            done = self._set_files(keys=[keys.segment(entry.base_offset)], args=[entry.checksum, ",".join(files)])
+            done = self._set_files(
+                keys=[keys.segment(entry.base_offset)], args=[entry.checksum, ",".join(added.files), added.to_fields()["sparse_index"]]
+            )
         return bool(int(done))
 
     def delete_segment(self, topic: str, partition: int, base_offset: int) -> SegmentEntry | None:

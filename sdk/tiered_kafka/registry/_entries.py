@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +44,9 @@ class SegmentEntry:
     its end), :data:`NO_OPEN_TXN` (-1) when none is open, :data:`OPEN_TXN_UNKNOWN` (-2) when
     unknown (no snapshot, a snapshot contradicting the batches, an entry from before the field).
     The remote last stable offset is computed from it (``tiered_kafka.transactions``).
+    ``sparse_index`` is the segment's sparse plan index (``tiered_kafka.format.sparse_index``
+    layout, opaque here; stored as base64 text), None when the entry has none (registered before
+    it, or a segment without a batch index).
     """
 
     topic: str
@@ -60,6 +65,7 @@ class SegmentEntry:
     aborted_txns: int = -1
     control_records: int = -1
     open_txn_first_offset: int = OPEN_TXN_UNKNOWN
+    sparse_index: bytes | None = None
 
     def __post_init__(self) -> None:
         _check_topic_partition(self.topic, self.partition)
@@ -80,6 +86,8 @@ class SegmentEntry:
         value = self.open_txn_first_offset
         if not isinstance(value, int) or isinstance(value, bool) or value < OPEN_TXN_UNKNOWN or value > self.last_offset:
             raise RegistryValueError(f"open_txn_first_offset must be an int in [-2, last_offset], got {value!r}")
+        if self.sparse_index is not None and (not isinstance(self.sparse_index, bytes) or not self.sparse_index):
+            raise RegistryValueError(f"sparse_index must be non-empty bytes or None, got {self.sparse_index!r:.80}")
         if not isinstance(self.checksum, str) or not _CHECKSUM_RE.fullmatch(self.checksum):
             raise RegistryValueError(f"checksum must read '{{algorithm}}:{{value}}' (e.g. 'crc32c:1a2b3c4d'), got {self.checksum!r}")
         files = (self.files,) if isinstance(self.files, str) else self.files
@@ -132,6 +140,7 @@ class SegmentEntry:
             "aborted_txns": str(self.aborted_txns),
             "control_records": str(self.control_records),
             "open_txn_first_offset": str(self.open_txn_first_offset),
+            "sparse_index": "" if self.sparse_index is None else base64.b64encode(self.sparse_index).decode("ascii"),
         }
 
     @classmethod
@@ -147,7 +156,7 @@ class SegmentEntry:
         ints = {
             name: _int_field(fields, name, key)
             for name in SEGMENT_FIELDS
-            if name not in ("object_key", "checksum", "files") and (name in fields or name not in OPTIONAL_SEGMENT_FIELDS)
+            if name not in ("object_key", "checksum", "files", "sparse_index") and (name in fields or name not in OPTIONAL_SEGMENT_FIELDS)
         }
         for name in ("object_key", "checksum", "files"):
             if name not in fields:
@@ -159,13 +168,16 @@ class SegmentEntry:
                 object_key=fields["object_key"],
                 checksum=fields["checksum"],
                 files=tuple(fields["files"].split(",")) if fields["files"] else (),
+                sparse_index=_sparse_index_field(fields, key),
                 **ints,
             )
         except RegistryValueError as err:
             raise MalformedRegistryDataError(f"segment hash holds an invalid entry: {err}", key=key) from None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-ready values (files as a list), without topic and partition."""
+        """Plain, JSON-ready values (files as a list), without topic and partition, and without
+        ``sparse_index`` (derived from the batch index; a rebuilt registry lacks it until backfilled,
+        so dumps compare equal either way)."""
         return {
             "base_offset": self.base_offset,
             "last_offset": self.last_offset,
@@ -182,6 +194,17 @@ class SegmentEntry:
             "control_records": self.control_records,
             "open_txn_first_offset": self.open_txn_first_offset,
         }
+
+
+def _sparse_index_field(fields: Mapping[str, str], key: str | None) -> bytes | None:
+    """The ``sparse_index`` field's bytes (base64 text; absent or empty: None)."""
+    text = fields.get("sparse_index")
+    if not text:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise MalformedRegistryDataError(f"{text[:40]!r} is not base64", key=key, field="sparse_index") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,9 +32,11 @@ SEGMENT_FIELDS: Final = (
     "aborted_txns",
     "control_records",
     "open_txn_first_offset",
+    "sparse_index",
 )
-OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records", "open_txn_first_offset")
-"""Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``) when an entry registered before them lacks them."""
+OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records", "open_txn_first_offset", "sparse_index")
+"""Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``; None for ``sparse_index``)
+when an entry registered before them lacks them."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
 
 _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot, batchindex

@@ -163,11 +163,13 @@ for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
 return #ARGV
 """
 
-# KEYS: segment hash.  ARGV: checksum, files.  Sets the segment's files only while the hash holds
-# this very segment (same checksum): a segment deleted or replaced meanwhile is left alone.
+# KEYS: segment hash.  ARGV: checksum, files, sparse_index (base64 text; "" leaves the field as it
+# is).  Sets the segment's files (and sparse index) only while the hash holds this very segment
+# (same checksum): a segment deleted or replaced meanwhile is left alone.
 _SET_FILES_LUA = """
 local cur = redis.call('HGET', KEYS[1], 'checksum')
 if cur ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'files', ARGV[2])
+if ARGV[3] and ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'sparse_index', ARGV[3]) end
 return 1
 """
