@@ -1,7 +1,9 @@
-"""``tiered-kafka``: cat or tail one partition, in any consumption mode, through TieredConsumer.
+"""``tiered-kafka``: cat or tail one partition, in any consumption mode, through TieredConsumer;
+export remote history to Parquet or Arrow through the bulk API.
 
     tiered-kafka cat  --gateway http://gw:8080 --cluster prod orders 3 --from 0 --to 100000 > out.jsonl
     tiered-kafka tail --gateway http://gw:8080 --cluster prod --bootstrap-servers k:9092 orders 3
+    tiered-kafka export --gateway http://gw:8080 --cluster prod orders [3] --format parquet --output orders.parquet
 
 ``cat`` reads ``--from`` (default: earliest) up to ``--to`` (exclusive; default: the end when the
 command starts) and exits; ``tail`` goes on reading new records until Ctrl-C. Records go to
@@ -24,6 +26,18 @@ past the end: an explicit ``--from`` is never moved by auto.offset.reset), a rec
 (``--skip-gaps`` reads past it, naming it on stderr), or no record visible in the range.
 Exit status: 0 done, 1 a read failed or nothing of the range could be read (the message names the
 offset and the cause), 2 bad usage.
+
+``export`` (decision: a subcommand of its own, not a ``cat --format``: cat streams lines through
+``TieredConsumer`` in any mode, export writes columnar files from remote storage only) reads a
+whole topic, or one partition's ``--from``/``--to``, with ``tiered_kafka.bulk.BulkReader`` (no
+per-record Python) and writes ``--output`` as Parquet (``--format parquet``) or an Arrow IPC file
+(``--format arrow``), with the bulk API's columns (``bulk.bulk_schema``; ``--include-headers`` adds
+``headers``). The file is written to ``PATH.partial`` and renamed when the read succeeds, so a failed
+export leaves no file behind. The same rules as ``cat``: read_committed by default, stopping at the
+remote last stable offset (what was held back is named on stderr); a recorded gap fails unless
+``--skip-gaps`` (each gap skipped is named); offsets not in remote storage are OFFSET_OUT_OF_RANGE;
+an export that gets no record exits 1 (an empty range asked for explicitly exits 0, writing a file
+with the columns and no row).
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ from typing import Any, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
+from tiered_kafka.cli_args import add_export_arguments
 from tiered_kafka.consumer import TieredConsumer
 from tiered_kafka.errors import GatewayRequestError, RemoteGapError, TieredKafkaError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
@@ -56,6 +71,10 @@ class Refused(Exception):
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     _warnings_to_stderr()
+    if args.command == "export":
+        from tiered_kafka.cli_export import export  # (pyarrow's writers: loaded only for export)
+
+        return export(args, describe)
     config: dict[str, Any] = {
         "tiered.mode": args.mode,
         "group.id": "tiered-kafka-cli",
@@ -256,12 +275,16 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
         sub.add_argument("--skip-gaps", action="store_true", help="read past gaps recorded in remote storage (each is named on stderr) instead of failing")
         sub.set_defaults(end=None)
+    sub = commands.add_parser("export", help="write remote history to a Parquet or Arrow IPC file (bulk API)")
+    add_export_arguments(sub)
     return parser
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return args
     if args.mode is None:
         args.mode = Mode.REMOTE_PREFERRED.value if args.bootstrap_servers else Mode.REMOTE_ONLY.value
     if reads_remote(Mode(args.mode)) and not (args.gateway and args.cluster):

@@ -10,9 +10,13 @@ Columns (Spark's ``KafkaRecordToRowConverter``; every field nullable, as there):
 timezone="UTC")``) types a ``TimestampType`` column; ``timestampType`` is 0 (CreateTime) or
 1 (LogAppendTime), -1 for records without one (magic 0). Control records are skipped, unless the
 internal ``tiered.includeControlRecords`` asks for what a read leaves out: then a string column
-``skipped`` is added (null for data rows) and each left-out record is a row with null key, value
-and timestamp: ``control`` for a control record, ``aborted`` and ``undecided`` for records
-read_committed leaves out (see ``reading`` and ``backfill``).
+``skipped`` is added (null for data rows) and each left-out record is a row with null key, value,
+timestamp and headers: ``control`` for a control record, ``aborted`` and ``undecided`` for records
+read_committed leaves out (see ``reading``, ``backfill`` and ``tiered_kafka.columnar_read``).
+
+The rows come from the columnar decoder (``tiered_kafka.format.columnar``) through
+``columnar_read.ColumnarSelector``; :func:`spark_batch` only renames, reorders and retypes its
+columns (#14: no Python object per record on the read path).
 
 Rows of a batch come from one slice (one Kafka partition), so ``topic`` and ``partition`` are
 constant per batch.
@@ -20,13 +24,9 @@ constant per batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
-
-from tiered_kafka.remote_read import DecodedBatch
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -97,100 +97,22 @@ def arrow_schema(include_headers: bool, include_control_records: bool = False) -
     return pa.schema(fields)
 
 
-class BatchBuilder:
-    """Accumulates the records of one Kafka partition and emits them as a ``pyarrow.RecordBatch``."""
-
-    def __init__(self, topic: str, partition: int, *, include_headers: bool, include_control_records: bool = False) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.include_headers = include_headers
-        self.include_control_records = include_control_records
-        self.schema = arrow_schema(include_headers, include_control_records)
-        self.payload_bytes = 0
-        self._reset()
-
-    def _reset(self) -> None:
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._offsets: list[int] = []
-        self._timestamps: list[int | None] = []
-        self._timestamp_types: list[int] = []
-        self._headers: list[list[tuple[str, bytes | None]]] = []
-        self._skipped: list[str | None] = []
-        self.payload_bytes = 0
-
-    @property
-    def rows(self) -> int:
-        return len(self._offsets)
-
-    def add(self, batches: Iterable[DecodedBatch], start: int, end: int) -> None:
-        """Append the records with offsets in [start, end); control records only if asked for."""
-        keys, values, offsets, timestamps, types = self._keys, self._values, self._offsets, self._timestamps, self._timestamp_types
-        headers, skipped, with_headers, with_control = self._headers, self._skipped, self.include_headers, self.include_control_records
-        added = 0
-        for batch in batches:
-            if batch.last_offset < start or batch.base_offset >= end:
-                continue
-            if batch.control is not None:
-                if with_control:
-                    self.add_skipped(batch, start, end, "control")
-                continue
-            inside = start <= batch.base_offset and batch.last_offset < end
-            for record in batch.records:
-                offset = record.offset
-                if not inside and (offset < start or offset >= end):
-                    continue
-                key, value = record.key, record.value
-                keys.append(key)
-                values.append(value)
-                offsets.append(offset)
-                timestamps.append(record.timestamp)
-                timestamp_type = record.timestamp_type
-                types.append(NO_TIMESTAMP_TYPE if timestamp_type is None else timestamp_type)
-                if with_headers:
-                    headers.append(record.headers)
-                if with_control:
-                    skipped.append(None)
-                added += (len(key) if key else 0) + (len(value) if value else 0)
-        self.payload_bytes += added
-
-    def add_skipped(self, batch: DecodedBatch, start: int, end: int, reason: str) -> None:
-        """One row per record of ``batch`` in [start, end) that the read leaves out (``tiered.includeControlRecords``):
-        key, value and timestamp null, ``skipped`` = ``reason``. A control batch counts its offsets
-        (its records are not decoded); another batch its records (a compacted batch has holes)."""
-        if not self.include_control_records:
-            return
-        if batch.control is not None or not batch.records:
-            offsets: Iterable[int] = range(max(start, batch.base_offset), min(end, batch.last_offset + 1))
-        else:
-            offsets = [r.offset for r in batch.records if start <= r.offset < end]
-        for offset in offsets:
-            self._keys.append(None)
-            self._values.append(None)
-            self._offsets.append(offset)
-            self._timestamps.append(None)
-            self._timestamp_types.append(NO_TIMESTAMP_TYPE)
-            if self.include_headers:
-                self._headers.append([])
-            self._skipped.append(reason)
-
-    def flush(self) -> pa.RecordBatch:
-        """The accumulated rows as one record batch (then empty again)."""
-        n = len(self._offsets)
-        millis = pa.array(self._timestamps, pa.int64())
-        columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            pa.array(self._offsets, pa.int64()),
-            pc.multiply(millis, pa.scalar(1000, pa.int64())).cast(TIMESTAMP_TYPE),
-            pa.array(self._timestamp_types, pa.int32()),
-        ]
-        if self.include_headers:
-            columns.append(pa.array(self._headers, HEADERS_TYPE))
-        if self.include_control_records:
-            columns.append(pa.array(self._skipped, pa.string()))
-        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
-        self._reset()
-        return batch
+def spark_batch(records: pa.RecordBatch, topic: str, partition: int, *, include_headers: bool, include_control_records: bool = False) -> pa.RecordBatch:
+    """The rows ``columnar_read.ColumnarSelector`` selected (the decoder's ``RECORD_SCHEMA``
+    columns, plus ``skipped`` when reporting) as a batch of :func:`arrow_schema`: columns reordered
+    and renamed, ``topic``/``partition`` constant, ``timestamp`` ms to µs UTC; no per-row Python."""
+    n = records.num_rows
+    columns = [
+        records.column("key"),
+        records.column("value"),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        records.column("offset"),
+        records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP_TYPE),
+        records.column("timestamp_type"),
+    ]
+    if include_headers:
+        columns.append(records.column("headers").cast(HEADERS_TYPE))
+    if include_control_records:
+        columns.append(records.column("skipped"))
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers, include_control_records))

@@ -15,8 +15,12 @@ Rules:
    never split, so a read of fewer batches than ``minPartitions`` gets fewer partitions).
 3. **Plans.** Each partition's offsets are planned through the gateway's plan endpoint from the
    starting offset until the ending one (``next_offset`` chains the plans), in parallel over
-   partitions. Plans are asked with ``max_bytes`` = bytes / N / 4 (between 16 KiB and 64 MiB), so
-   ranges are small enough for N balanced partitions; the gateway cuts them on batch boundaries.
+   partitions. Plans are asked with ``max_bytes`` = bytes / N / 4, between 16 KiB and
+   ``GET_BYTES`` (a task's memory budget ``TASK_MEMORY_BYTES`` over its GETs in flight: ``PREFETCH``
+   fetched while one is selected, each holding its bytes and then its Arrow columns), so ranges are
+   small enough for N balanced partitions and each is one GET within the task's budget (#15: a plan
+   asks ``range_bytes`` = ``max_bytes``, so it comes in as few ranges, hence GETs, as the batches
+   allow); the gateway cuts them on batch boundaries.
    A ``plan.gap`` (or a plan starting after the asked offset) inside the read is a
    ``RemoteGapError`` unless ``failOnDataLoss=false`` (a warning; the read goes on after the gap).
    Remote storage ending before the ending offset (e.g. retention meanwhile) is an error.
@@ -67,7 +71,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MIN_PLAN_BYTES = 16 * 1024
-MAX_PLAN_BYTES = 64 * 1024 * 1024  # the gateway's default max_bytes_limit
+TASK_MEMORY_BYTES = 128 * 1024 * 1024
+"""What one Spark task's reads hold at most: GETs in flight, their bytes and their Arrow columns."""
+PREFETCH = 2
+"""GETs a task fetches while it selects the rows of another."""
+GET_BYTES = TASK_MEMORY_BYTES // (2 * (PREFETCH + 1))
+"""The largest GET a task asks for (a larger batch alone is still read whole)."""
+MAX_PLAN_BYTES = GET_BYTES
 RANGES_PER_PARTITION = 4
 PLANNING_THREADS = 8
 
@@ -302,7 +312,7 @@ def partition_count(options: ReadOptions, kafka_partitions: int, total_bytes: in
 
 
 def plan_bytes(total_bytes: int, partitions: int) -> int:
-    """``max_bytes`` to ask plans with: a quarter of a balanced partition, within [16 KiB, 64 MiB]."""
+    """``max_bytes`` to ask plans with: a quarter of a balanced partition, within [16 KiB, ``GET_BYTES``]."""
     if partitions <= 0:
         return MAX_PLAN_BYTES
     return int(min(MAX_PLAN_BYTES, max(MIN_PLAN_BYTES, total_bytes // (partitions * RANGES_PER_PARTITION))))

@@ -1,12 +1,17 @@
 """Executor side of a ``tiered-kafka`` read: fetch a task's presigned ranges, decode, yield Arrow.
 
-Each range is fetched with ``remote_read.fetch_range`` (an expired or refused URL is re-planned
-once through the gateway named in the task, which is why a task carries the gateway URL, cluster
-and token), CRC-checked and decoded with ``remote_read.decode_range``, and its records with
-offsets in the slice's [start, end) are appended (``arrow.BatchBuilder``); control records are
-skipped. The next ranges are fetched while one is decoded (``PREFETCH`` in flight), so network
-waits overlap decoding. A batch of about ``BATCH_ROWS`` rows or ``BATCH_BYTES`` bytes is yielded
-at a time, never mixing two Kafka partitions.
+The driver planned ranges of at most ``planning.GET_BYTES`` (the task's memory budget over its
+GETs in flight; ``planning`` rule 3), each one GET; contiguous ranges sharing one URL are merged
+within that size (``gateway_client.coalesce_ranges``, #15). ``PREFETCH`` GETs are in flight while
+one is selected. Each GET goes through
+``columnar_read.read_range``: fetched with ``remote_read.fetch_range`` (an expired or refused URL
+is re-planned once through the gateway named in the task, which is why a task carries the gateway
+URL, cluster and token), CRC-checked and decoded straight into Arrow columns
+(``format.columnar``, in the fetch thread, so decoding overlaps network waits); a
+``columnar_read.ColumnarSelector`` per slice keeps the rows with offsets in the slice's
+[start, end) (and, under read_committed, what the rule delivers), and ``arrow.spark_batch`` gives
+them Spark's columns. No Python object is made per record. Batches of at most about
+``BATCH_BYTES`` are yielded (zero-copy slices), never mixing two Kafka partitions.
 
 **read_committed** (``kafka.isolation.level``): each slice is decided by the one rule,
 ``tiered_kafka.transactions.CommittedFilter``, fed with the slice's batches in offset order
@@ -44,29 +49,28 @@ pools and TLS contexts (tens of milliseconds to build) serve every task the proc
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tiered_kafka.errors import OffsetNotRemoteError
-from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.remote_read import DecodedBatch, decode_batch, decode_range, fetch_range
-from tiered_kafka.spark.arrow import BatchBuilder
-from tiered_kafka.spark.planning import ReadTask, Slice
-from tiered_kafka.transactions import CommittedFilter, Fate
+from tiered_kafka.columnar_read import ColumnarSelector, read_on_for_markers, read_range
+from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges
+from tiered_kafka.spark.arrow import spark_batch
+from tiered_kafka.spark.planning import GET_BYTES, PREFETCH, ReadTask, Slice
+from tiered_kafka.transactions import CommittedFilter
+
+if TYPE_CHECKING:
+    from tiered_kafka.format.columnar import ColumnarRange
 
 log = logging.getLogger(__name__)
 
-PREFETCH = 2
-BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024
-LOOKAHEAD_BYTES = 4 * 1024 * 1024
 LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024  # stable end unknown: the gateway's default max_bytes_limit
 
 _clients: dict[tuple[str, str, str | None], GatewayClient] = {}
@@ -83,126 +87,79 @@ def shared_client(gateway_url: str, cluster: str, token: str | None) -> GatewayC
         return client
 
 
+def task_gets(task: ReadTask, get_bytes: int = GET_BYTES) -> list[tuple[Slice, str, PlannedRange]]:
+    """The task's GETs: each slice's ranges, contiguous ones of one object coalesced within ``get_bytes``."""
+    out = []
+    for piece in task.slices:
+        for key, group in itertools.groupby(piece.ranges, key=lambda kr: kr[0]):
+            out.extend((piece, key, planned) for planned in coalesce_ranges([r for _k, r in group], get_bytes))
+    return out
+
+
 def read_task(task: ReadTask, *, client: GatewayClient | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``task`` as Arrow record batches, in slice order, offsets ascending."""
     gateway = shared_client(task.gateway_url, task.cluster, task.token) if client is None else client
-    work: list[tuple[Slice, str, PlannedRange]] = [(s, key, planned) for s in task.slices for key, planned in s.ranges]
+    work = task_gets(task)
     with ThreadPoolExecutor(PREFETCH, thread_name_prefix="tiered-kafka-fetch") as pool:
-        pending: deque[Future[bytes]] = deque()
+        pending: deque[Future[ColumnarRange]] = deque()
         submitted = 0
 
         def top_up() -> None:
             nonlocal submitted
             while submitted < len(work) and len(pending) < PREFETCH:
-                piece, _key, planned = work[submitted]
-                pending.append(pool.submit(fetch_range, gateway, piece.topic, piece.partition, planned))
+                piece, key, planned = work[submitted]
+                pending.append(pool.submit(read_range, gateway, piece.topic, piece.partition, planned, object_key=key, include_headers=task.include_headers))
                 submitted += 1
 
         try:
-            builder: BatchBuilder | None = None
-            current: _SliceReader | None = None
-            for piece, key, planned in work:
+            current: Slice | None = None
+            selector: ColumnarSelector | None = None
+            for piece, _key, planned in work:
                 top_up()
-                data = pending.popleft().result()
+                decoded = pending.popleft().result()
                 top_up()
-                if builder is None or (builder.topic, builder.partition) != (piece.topic, piece.partition):
-                    if current is not None:
-                        current.finish(gateway)
-                    if builder is not None and builder.rows:
-                        yield builder.flush()
-                    builder = BatchBuilder(
-                        piece.topic, piece.partition, include_headers=task.include_headers, include_control_records=task.include_control_records
-                    )
-                    current = None
-                if current is None or current.piece is not piece:
-                    if current is not None:
-                        current.finish(gateway)
-                    current = _SliceReader(piece, builder, task.read_committed)
-                current.add(decode_range(data, planned, object_key=key), planned)
-                del data
-                if builder.rows >= BATCH_ROWS or builder.payload_bytes >= BATCH_BYTES:
-                    yield builder.flush()
-            if current is not None:
-                current.finish(gateway)
-            if builder is not None and builder.rows:
-                yield builder.flush()
+                if selector is None or current is not piece:
+                    if selector is not None and current is not None:
+                        yield from _batches(task, current, _finish(gateway, current, selector))
+                    current, selector = piece, _selector(task, piece)
+                selected = selector.add(decoded, planned.first_offset, planned.last_offset)
+                del decoded
+                yield from _batches(task, piece, selected)
+            if selector is not None and current is not None:
+                yield from _batches(task, current, _finish(gateway, current, selector))
         finally:
             for future in pending:
                 future.cancel()
 
 
-class _SliceReader:
-    """One slice's batches into the builder: all of them, or (read_committed) what the rule delivers."""
+def _selector(task: ReadTask, piece: Slice) -> ColumnarSelector:
+    committed = CommittedFilter(stable_end=piece.stable_end) if task.read_committed else None
+    return ColumnarSelector(piece.start, piece.end, committed=committed, report_skipped=task.include_control_records)
 
-    def __init__(self, piece: Slice, builder: BatchBuilder, read_committed: bool) -> None:
-        self.piece = piece
-        self.builder = builder
-        self.rule: CommittedFilter[Any] | None = CommittedFilter(stable_end=piece.stable_end) if read_committed else None
-        self.next_offset = piece.start
 
-    def add(self, batches: list[DecodedBatch], planned: PlannedRange) -> None:
-        self.next_offset = planned.last_offset + 1
-        if self.rule is None:
-            self.builder.add(batches, self.piece.start, self.piece.end)
-            return
-        end = self.piece.end
-        for batch in batches:
-            if batch.base_offset < end:
-                self._emit(self.rule.push_decisions(batch))
-            else:  # the last range may run past the slice: only its markers matter
-                self.rule.look_ahead(batch)
+def _finish(gateway: GatewayClient, piece: Slice, selector: ColumnarSelector) -> list[pa.RecordBatch]:
+    """End of a slice: read on for markers while a transaction is open (module doc: how far), then
+    what is still held is undecided (a warning names it)."""
+    if selector.committed is not None and selector.committed.undecided:
+        read_on_for_markers(gateway, piece.topic, piece.partition, selector.next_offset, selector,
+                            max_bytes=LOOKAHEAD_MAX_BYTES if piece.stable_end is None else None)
+    out = selector.finish()
+    if selector.undecided_records:
+        log.warning(
+            "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there or before is still open in "
+            "remote storage (read_committed: at or past the last stable offset, or its marker is not uploaded yet)",
+            piece.topic, piece.partition, selector.undecided_records, selector.first_undecided,
+        )
+    return out
 
-    def finish(self, gateway: GatewayClient) -> None:
-        """End of the slice: read on for markers while a transaction is open, then drain the rule."""
-        rule = self.rule
-        if rule is None:
-            return
-        piece = self.piece
-        offset = self.next_offset
-        budget = LOOKAHEAD_MAX_BYTES if piece.stable_end is None else None  # module doc: how far it reads on
-        while rule.undecided and (budget is None or budget > 0):
-            try:
-                plan = gateway.plan(piece.topic, piece.partition, offset, LOOKAHEAD_BYTES if budget is None else min(budget, LOOKAHEAD_BYTES))
-            except OffsetNotRemoteError as err:
-                if err.past_the_end:
-                    break  # remote storage ends: what is open stays undecided
-                raise
-            for planned in plan.ranges:
-                data = fetch_range(gateway, piece.topic, piece.partition, planned)
-                if budget is not None:
-                    budget -= len(data)
-                for batch in iter_batches(data, position=planned.start):
-                    rule.look_ahead(decode_batch(batch, with_records=False))
-                if not rule.undecided:
-                    break
-            if plan.next_offset <= offset:
-                break
-            offset = plan.next_offset
-        self._emit(rule.take_released())
-        undecided = 0
-        first_undecided: int | None = None
-        for batch, fate in rule.drain():
-            if fate is Fate.CONTROL:
-                self.builder.add_skipped(batch, piece.start, piece.end, "control")
-            elif fate is Fate.ABORTED:
-                self.builder.add_skipped(batch, piece.start, piece.end, "aborted")
-            elif batch.last_offset >= piece.start and batch.base_offset < piece.end:  # held behind an open transaction
-                self.builder.add_skipped(batch, piece.start, piece.end, "undecided")
-                undecided += sum(1 for r in batch.records if piece.start <= r.offset < piece.end)
-                first_undecided = max(piece.start, batch.base_offset) if first_undecided is None else first_undecided
-        if undecided:
-            log.warning(
-                "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there or before is still open in "
-                "remote storage (read_committed: at or past the last stable offset, or its marker is not uploaded yet)",
-                piece.topic, piece.partition, undecided, first_undecided,
-            )
 
-    def _emit(self, decisions: list[tuple[Any, Fate]]) -> None:
-        piece, builder = self.piece, self.builder
-        for batch, fate in decisions:
-            if fate is Fate.DELIVER:
-                builder.add([batch], piece.start, piece.end)
-            elif fate is Fate.ABORTED:
-                builder.add_skipped(batch, piece.start, piece.end, "aborted")
-            elif fate is Fate.CONTROL:
-                builder.add_skipped(batch, piece.start, piece.end, "control")
+def _batches(task: ReadTask, piece: Slice, selected: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Spark's columns, in zero-copy slices of at most about ``BATCH_BYTES``."""
+    for records in selected:
+        batch = spark_batch(records, piece.topic, piece.partition, include_headers=task.include_headers, include_control_records=task.include_control_records)
+        n = batch.num_rows
+        if not n:
+            continue
+        step = max(1, n * BATCH_BYTES // max(1, batch.nbytes))
+        for at in range(0, n, step):
+            yield batch.slice(at, step)

@@ -9,9 +9,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from tests.support.batches import Rec, build_control, build_v2
 from tiered_kafka.format.record_batch import ControlRecordType
+from tiered_kafka.columnar_read import ColumnarSelector, decode_planned
 from tiered_kafka.gateway_client import PlannedRange
-from tiered_kafka.remote_read import decode_range
-from tiered_kafka.spark.arrow import BatchBuilder, arrow_schema, spark_ddl, spark_schema
+from tiered_kafka.spark.arrow import arrow_schema, spark_batch, spark_ddl, spark_schema
+from tiered_kafka.transactions import CommittedFilter
 
 T0 = 1_700_000_000_000
 
@@ -36,12 +37,18 @@ def segment() -> tuple[bytes, PlannedRange]:
     return data, PlannedRange(0, len(data), 0, 7, "u", f"bytes=0-{len(data) - 1}")
 
 
-def test_records_filtered_to_the_asked_offsets_control_records_skipped() -> None:
+def spark_rows(start: int, end: int, *, include_headers: bool, include_control_records: bool = False, topic: str = "orders", partition: int = 3) -> pa.RecordBatch:
+    """The segment's rows in [start, end) as the executor builds them (read_uncommitted)."""
     data, planned = segment()
-    builder = BatchBuilder("orders", 3, include_headers=True)
-    builder.add(decode_range(data, planned, object_key="k"), 2, 7)  # starts mid-batch, ends mid-batch
-    assert builder.rows == 4
-    batch = builder.flush()
+    selector = ColumnarSelector(start, end, report_skipped=include_control_records)
+    selected = selector.add(decode_planned(data, planned, object_key="k", include_headers=include_headers), 0, 7) + selector.finish()
+    batches = [spark_batch(r, topic, partition, include_headers=include_headers, include_control_records=include_control_records) for r in selected]
+    schema = arrow_schema(include_headers, include_control_records)
+    return pa.Table.from_batches(batches, schema=schema).combine_chunks().to_batches()[0]
+
+
+def test_records_filtered_to_the_asked_offsets_control_records_skipped() -> None:
+    batch = spark_rows(2, 7, include_headers=True)  # starts mid-batch, ends mid-batch
     assert batch.schema.equals(arrow_schema(True))
     assert batch.column("offset").to_pylist() == [2, 3, 5, 6]
     assert batch.column("key").to_pylist() == [b"k2", b"k3", b"k5", b"k6"]
@@ -50,30 +57,39 @@ def test_records_filtered_to_the_asked_offsets_control_records_skipped() -> None
     assert batch.column("timestampType").to_pylist() == [0, 0, 0, 0]
     assert batch.column("timestamp").to_pylist()[0] == datetime.datetime.fromtimestamp((T0 + 2) / 1000, datetime.UTC)
     assert batch.column("headers").to_pylist() == [[], [], [], []]
-    assert builder.rows == 0  # flushed
 
-    builder.add(decode_range(data, planned, object_key="k"), 0, 2)
-    first = builder.flush()
+    first = spark_rows(0, 2, include_headers=True)
     assert first.column("headers").to_pylist()[0] == [{"key": "h", "value": b"x"}, {"key": "n", "value": None}]
     assert first.column("key").to_pylist() == [b"k0", None]
 
 
 def test_control_records_as_rows_when_asked() -> None:
-    data, planned = segment()
-    builder = BatchBuilder("orders", 0, include_headers=False, include_control_records=True)
-    builder.add(decode_range(data, planned, object_key="k"), 3, 8)
-    batch = builder.flush()
+    batch = spark_rows(3, 8, include_headers=False, include_control_records=True)
     assert "headers" not in batch.schema.names
     assert batch.column("offset").to_pylist() == [3, 4, 5, 6, 7]
     assert batch.column("skipped").to_pylist() == [None, "control", None, None, None]
     assert batch.column("key").to_pylist()[1] is None and batch.column("timestamp").to_pylist()[1] is None
-    builder.add_skipped(decode_range(data, planned, object_key="k")[0], 0, 2, "aborted")
-    skipped = builder.flush()
-    assert skipped.column("offset").to_pylist() == [0, 1] and skipped.column("skipped").to_pylist() == ["aborted", "aborted"]
-    assert skipped.column("value").to_pylist() == [None, None]
+    assert batch.column("timestampType").to_pylist()[1] == -1
 
 
-def test_an_empty_flush_has_the_schema() -> None:
-    batch = BatchBuilder("t", 0, include_headers=True).flush()
-    assert batch.num_rows == 0 and batch.schema.equals(arrow_schema(True))
-    assert pa.Table.from_batches([batch]).num_rows == 0
+def test_aborted_and_undecided_records_as_rows_when_asked() -> None:
+    """read_committed: a transaction with no marker in the data read is undecided; one aborted by its marker is aborted."""
+    data, planned = segment()
+    cut = len(build_v2([Rec(b"k0", b"v0", T0, [("h", b"x"), ("n", None)]), Rec(None, b"v1", T0 + 1), Rec(b"k2", None, T0 + 2), Rec(b"k3", b"v3", T0 + 3)], producer_id=7, transactional=True))
+    first = PlannedRange(0, cut, 0, 3, "u", f"bytes=0-{cut - 1}")
+    selector = ColumnarSelector(0, 4, committed=CommittedFilter(), report_skipped=True)
+    rows = selector.add(decode_planned(data[:cut], first, object_key="k"), 0, 3) + selector.finish()
+    batch = spark_batch(rows[0], "t", 0, include_headers=False, include_control_records=True)
+    assert batch.column("offset").to_pylist() == [0, 1, 2, 3] and batch.column("skipped").to_pylist() == ["undecided"] * 4
+    assert batch.column("value").to_pylist() == [None] * 4 and selector.first_undecided == 0
+    aborted = build_v2([Rec(b"a", b"b", T0)], producer_id=9, transactional=True, base_offset=0) + build_control(ControlRecordType.ABORT, base_offset=1, producer_id=9)
+    selector = ColumnarSelector(0, 2, committed=CommittedFilter(), report_skipped=True)
+    rows = selector.add(decode_planned(aborted, PlannedRange(0, len(aborted), 0, 1, "u", "x"), object_key="k"), 0, 1) + selector.finish()
+    batch = spark_batch(rows[0], "t", 0, include_headers=False, include_control_records=True)
+    assert batch.column("offset").to_pylist() == [0, 1] and batch.column("skipped").to_pylist() == ["aborted", "control"]
+
+
+def test_a_range_of_only_a_marker_yields_no_batch() -> None:
+    data, planned = segment()
+    selector = ColumnarSelector(4, 5)
+    assert selector.add(decode_planned(data, planned, object_key="k"), 0, 7) + selector.finish() == []

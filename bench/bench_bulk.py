@@ -1,0 +1,178 @@
+"""Bulk API benchmark: ``tiered_kafka.bulk`` (Arrow, no per-record Python) beside confluent-kafka
+reading the same records from the development broker, in the same run.
+
+    .venv/bin/python bench/bench_bulk.py [--segments 4] [--segment-mib 32] [--rounds 3] [--budget-mib 256]
+
+Set-up: ``bench_sdk.py``'s (whose helpers this script imports): Redis and SeaweedFS, one partition
+written with the format core's log.dir writer (16-record batches of 1 KiB records, uncompressed),
+uploaded and registered by the agent, the gateway (uvicorn) and the development broker serving the
+same log.dir, each in its own process; every reader runs in a child process of its own. Both read
+offsets 0..L, the partition's rotated segments (what remote storage holds); rounds alternate the
+readers and the best round of each counts.
+
+1. **records/s**: ``BulkReader(...).batches(topic, 0)`` (the default 256 MiB budget, 4 GETs in
+   parallel; every batch's offsets checked to be the next ones, vectorized; the modules imported
+   before timing, the gateway connection made inside it, as the consumer's) beside
+   ``confluent_kafka.Consumer.consume(1000)`` (``bench_sdk.child_confluent``: the same offsets,
+   each checked). Goal: ratio >= 3.
+2. **MB/s beside its own GETs**: the same plans and coalesced GETs fetched bytes-only, as many at
+   once (no goal): the ceiling the S3 server on this machine sets on any reader of remote data.
+3. **CPU seconds** of each reader process beside its wall time (and SeaweedFS's over the read;
+   the broker's work for confluent-kafka is not counted, as in ``bench_sdk.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_sdk import MIB, TOPIC, child_confluent, dev_broker, process_cpu_s  # noqa: E402
+
+
+def child_bulk(gateway_url: str, cluster: str, last: int, budget: int) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    from tiered_kafka.bulk import BulkReader
+    from tiered_kafka.columnar_read import decode_columnar_impl
+
+    decode_columnar_impl()  # the decoder loaded before timing, as confluent-kafka's library is
+    with BulkReader(gateway_url, cluster, memory_budget=budget) as reader:
+        start = time.perf_counter()
+        cpu_start = time.process_time()
+        expected, value_bytes = 0, 0
+        for batch in reader.batches(TOPIC, 0):
+            offsets = batch.column("offset")
+            n = batch.num_rows
+            if offsets[0].as_py() != expected or offsets[n - 1].as_py() != expected + n - 1:
+                raise RuntimeError(f"offsets {offsets[0]}..{offsets[n - 1]} where {expected}.. was expected")
+            expected += n
+            value_bytes += pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0
+        elapsed, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        if expected != last + 1:
+            raise RuntimeError(f"read {expected} records, expected {last + 1}")
+        stats = reader.stats
+        return {"records": expected, "value_bytes": value_bytes, "elapsed": elapsed, "cpu_s": cpu_s, "gets": stats.gets, "bytes": stats.bytes,
+                "plan_s": stats.plan_s, "fetch_wait_s": stats.fetch_wait_s}
+
+
+def child_raw(gateway_url: str, cluster: str, last: int, budget: int) -> dict[str, Any]:
+    """The ceiling: the bulk reader's GETs (the same plans and coalescing), bytes only, as many at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tiered_kafka.bulk import DEFAULT_PARALLELISM, BulkReader
+    from tiered_kafka.gateway_client import coalesce_ranges
+
+    with BulkReader(gateway_url, cluster, memory_budget=budget) as reader, ThreadPoolExecutor(DEFAULT_PARALLELISM) as pool:
+        client = reader.client
+        start = time.perf_counter()
+        cpu_start = time.process_time()
+        offset, futures = 0, []
+        while offset <= last:
+            plan = client.plan(TOPIC, 0, offset, reader.plan_bytes)
+            futures.extend(pool.submit(client.fetch, r) for r in coalesce_ranges(plan.ranges, reader.get_bytes))
+            offset = plan.next_offset
+        fetched = sum(len(f.result()) for f in futures)
+        return {"bytes": fetched, "elapsed": time.perf_counter() - start, "cpu_s": time.process_time() - cpu_start, "gets": len(futures)}
+
+
+def run_child(kind: str, *args: Any) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segments", type=int, default=4)
+    parser.add_argument("--segment-mib", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget-mib", type=int, default=256, help="the bulk reader's memory_budget")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("child_args", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        readers = {"bulk": child_bulk, "confluent": child_confluent, "raw": child_raw}
+        print(json.dumps(readers[args.child](*json.loads(args.child_args))))
+        return
+
+    from bench_agent import agent_upload, settings_for, write_partition
+    from bench_gateway import gateway
+
+    from tiered_kafka.format.columnar import COLUMNAR_IMPLEMENTATION
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_dev.broker.storage import TOPICS_FILE
+    from tiered_kafka_dev.services import RedisServer, S3Server
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
+        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket("bench-bulk")
+        log_dir = Path(tmp) / "logs"
+        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
+        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
+        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, args.segments)
+        info = registry.partition_info(TOPIC, 0)
+        if info is None or info.segment_count != args.segments:
+            raise SystemExit("the agent did not register every segment")
+        last, segment_bytes = info.latest_offset, info.total_bytes
+        config = Path(tmp) / "gateway.json"
+        config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
+            "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
+        port = stack.enter_context(gateway(config, 1))
+        gateway_url = f"http://127.0.0.1:{port}"
+        bootstrap = stack.enter_context(dev_broker(log_dir))
+        print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
+        bulk, kafka, raw = [], [], []
+        weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
+        for round_ in range(args.rounds):
+            for results, kind, child_args in ((bulk, "bulk", (gateway_url, cluster, last, args.budget_mib * MIB)), (kafka, "confluent", (bootstrap, last)),
+                                              (raw, "raw", (gateway_url, cluster, last, args.budget_mib * MIB))):
+                weed_before = process_cpu_s(weed_pid)
+                results.append(run_child(kind, *child_args))
+                results[-1]["s3_cpu_s"] = process_cpu_s(weed_pid) - weed_before
+            print(f"  round {round_ + 1}: bulk {bulk[-1]['elapsed']:.2f} s ({bulk[-1]['gets']} GETs; {bulk[-1]['plan_s']:.2f} s waiting for plans, "
+                  f"{bulk[-1]['fetch_wait_s']:.2f} s for GETs), confluent {kafka[-1]['elapsed']:.2f} s, raw GETs {raw[-1]['elapsed']:.2f} s", file=sys.stderr, flush=True)
+    for r in bulk:
+        if r["bytes"] != segment_bytes or r["value_bytes"] != kafka[0]["value_bytes"]:
+            raise SystemExit(f"the bulk read covered {r['bytes']} bytes / {r['value_bytes']} value bytes, expected {segment_bytes} / {kafka[0]['value_bytes']}")
+    best_bulk = min(bulk, key=lambda r: r["elapsed"])
+    best_kafka = min(kafka, key=lambda r: r["elapsed"])
+    best_raw = min(raw, key=lambda r: r["elapsed"])
+    records = last + 1
+    bulk_rps, kafka_rps = records / best_bulk["elapsed"], records / best_kafka["elapsed"]
+    ratio = bulk_rps / kafka_rps
+    print(f"\n{records:,} records of 1 KiB, {segment_bytes / MIB:.1f} MiB in {args.segments} segments; best of {args.rounds} rounds; "
+          f"columnar decoder: {COLUMNAR_IMPLEMENTATION}; bulk budget {args.budget_mib} MiB, {best_bulk['gets']} GETs\n")
+    print(f"{'figure':<40} {'measured':>14} {'reference':>14} {'ratio':>7}  goal")
+    print(f"{'records/s: bulk API vs confluent-kafka':<40} {bulk_rps:>14,.0f} {kafka_rps:>14,.0f} {ratio:>7.2f}  >= 3  {'ok' if ratio >= 3 else 'MISSED'}")
+    raw_ratio = best_raw["elapsed"] / best_bulk["elapsed"]
+    print(f"{'MB/s: bulk API vs its GETs, bytes only':<40} {segment_bytes / 1e6 / best_bulk['elapsed']:>14,.0f} {segment_bytes / 1e6 / best_raw['elapsed']:>14,.0f} "
+          f"{raw_ratio:>7.2f}  (no goal: the ceiling S3 sets)")
+    print(f"{'best runs':<40} {'wall s':>8} {'CPU s':>8} {'SeaweedFS CPU s':>16} {'CPU s per GB':>13}")
+    gb = segment_bytes / 1e9
+    for name, r in (("bulk API", best_bulk), ("confluent-kafka (broker not counted)", best_kafka), ("raw GETs (same GETs, bytes only)", best_raw)):
+        print(f"  {name:<38} {r['elapsed']:>8.2f} {r['cpu_s']:>8.2f} {r['s3_cpu_s']:>16.2f} {r['cpu_s'] / gb:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""Arguments of ``tiered-kafka export``: apart from ``cli_export`` so that the parser is built without
+loading the bulk reader and its writers (Parquet). Rules: ``tiered_kafka.cli``'s module doc."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS = ("parquet", "arrow")
+
+
+def add_export_arguments(sub: argparse.ArgumentParser) -> None:
+    """The ``export`` subcommand's arguments."""
+    sub.add_argument("topic")
+    sub.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition of the topic)")
+    sub.add_argument("--gateway", required=True, help="gateway URL")
+    sub.add_argument("--cluster", required=True, help="cluster name at the gateway")
+    sub.add_argument("--token", help="gateway token")
+    sub.add_argument("--from", dest="start", type=int, help="first offset (default: remote storage's earliest)")
+    sub.add_argument("--to", dest="end", type=int, help="end offset, exclusive (default: remote storage's end now)")
+    sub.add_argument("--format", choices=FORMATS, required=True, help="parquet, or arrow (an Arrow IPC file)")
+    sub.add_argument("--output", required=True, type=Path, help="the file to write (replaced when the export succeeds)")
+    sub.add_argument("--isolation-level", choices=["read_committed", "read_uncommitted"], default="read_committed")
+    sub.add_argument("--include-headers", action="store_true", help="add the headers column")
+    sub.add_argument("--skip-gaps", action="store_true", help="read past gaps recorded in remote storage (each is named on stderr) instead of failing")
+    sub.add_argument("--memory-mib", type=int, help="the reader's memory budget in MiB (default: the bulk API's, 256)")
