@@ -26,6 +26,7 @@ bench: install
 	$(PY) bench/bench_agent.py
 	$(PY) bench/bench_gateway.py
 	$(PY) bench/bench_sdk.py
+	$(PY) bench/bench_bulk.py
 	$(PY) bench/bench_txn.py
 	$(PY) bench/bench_plans.py
 	$(PY) bench/bench_spark.py

@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--rolls", type=int, default=20)
     args = parser.parse_args()
 
-    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
         print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
         redis_server = stack.enter_context(RedisServer())
         s3 = stack.enter_context(S3Server())

@@ -191,7 +191,7 @@ def main() -> None:
     from tiered_kafka.registry import Registry
     from tiered_kafka_dev.services import RedisServer, S3Server
 
-    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
         print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
         redis_server = stack.enter_context(RedisServer())
         s3 = stack.enter_context(S3Server())

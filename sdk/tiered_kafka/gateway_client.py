@@ -49,6 +49,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError, TopicAuthorizationError
+from tiered_kafka.http_transport import StdlibTransport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,14 +71,21 @@ class PlannedRange:
         return self.end - self.start
 
 
+MIN_RANGE_BYTES = 4096
+"""The smallest ``range_bytes`` a plan may ask (the gateway's bound)."""
+
+
 def coalesce_ranges(ranges: Sequence[PlannedRange], max_bytes: int) -> list[PlannedRange]:
     """Merge a plan's contiguous ranges into as few GETs as ``max_bytes`` allows (#15).
 
     A plan's ranges lie back to back in one segment object (each ends where the next starts), so
     consecutive ones join into one batch-aligned range holding the first's first offset to the
-    last's last offset, fetched with one GET of the first's presigned URL (a presigned GET does not
-    bind the Range header). A range alone larger than ``max_bytes`` stays whole: batches are never
-    split. Ranges that do not touch (another object, a hole) are never merged.
+    last's last offset, fetched with one GET of the shared URL. The gateway's presigned URLs bind
+    one object *and one range* (DESIGN.md: Range is a signed header), so only ranges carrying the
+    very same URL merge (one signed for the object, or unsigned); a plan asked with
+    ``range_bytes`` = ``max_bytes`` (``GatewayClient.plan``'s default) has the fewest ranges the
+    batches allow already, each with its own URL. A range alone larger than ``max_bytes`` stays
+    whole: batches are never split. Ranges that do not touch (another object, a hole) never merge.
 
     >>> a = PlannedRange(0, 10, 0, 4, "u", "bytes=0-9"); b = PlannedRange(10, 30, 5, 9, "u", "bytes=10-29")
     >>> [(r.start, r.end, r.first_offset, r.last_offset, r.range_header) for r in coalesce_ranges([a, b], 64)]
@@ -88,7 +96,7 @@ def coalesce_ranges(ranges: Sequence[PlannedRange], max_bytes: int) -> list[Plan
     merged: list[PlannedRange] = []
     for planned in ranges:
         last = merged[-1] if merged else None
-        if last is not None and last.end == planned.start and last.url.split("?", 1)[0] == planned.url.split("?", 1)[0] and planned.end - last.start <= max_bytes:
+        if last is not None and last.end == planned.start and last.url == planned.url and planned.end - last.start <= max_bytes:
             merged[-1] = PlannedRange(
                 start=last.start,
                 end=planned.end,
@@ -166,7 +174,9 @@ class GatewayClient:
         max_connections: int = 16,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """``transport`` replaces both pools' network transport (``httpx.MockTransport`` in unit tests)."""
+        """``transport`` replaces both pools' network transport (``httpx.MockTransport`` in unit tests).
+        By default presigned GETs of ``http://`` URLs go through ``http_transport.StdlibTransport``
+        (a body in one read: a third of httpx's CPU per byte), the gateway API through httpx's own."""
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"gateway URL must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -177,7 +187,7 @@ class GatewayClient:
         self.has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits, transport=transport)
-        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, transport=transport)
+        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, transport=transport if transport is not None else StdlibTransport(httpx.HTTPTransport(limits=limits)))
 
     def close(self) -> None:
         self._api.close()
@@ -210,10 +220,14 @@ class GatewayClient:
             kafka_high_watermark=None if kafka is None else _field(kafka, "high_watermark", int),
         )
 
-    def plan(self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False) -> Plan:
+    def plan(
+        self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool = False, range_bytes: int | None = None
+    ) -> Plan:
         """The read plan from ``offset``; ``OffsetNotRemoteError`` when remote storage lacks it.
-        ``read_committed``: the plan also carries the remote last stable offset."""
-        params: dict[str, Any] = {"offset": offset, "max_bytes": max_bytes}
+        ``read_committed``: the plan also carries the remote last stable offset. ``range_bytes``:
+        the preferred size of one range (None: ``max_bytes``, so the plan comes in as few ranges,
+        hence GETs, as its batches allow; at least the gateway's minimum, 4096)."""
+        params: dict[str, Any] = {"offset": offset, "max_bytes": max_bytes, "range_bytes": max(MIN_RANGE_BYTES, range_bytes or max_bytes)}
         if read_committed:
             params["isolation_level"] = "read_committed"
         body = self._get_json(f"{_partition_path(topic, partition)}/plan", params=params)
