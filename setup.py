@@ -1,6 +1,6 @@
 """The compiled part of the package; everything else (metadata, dependencies, packages) is in pyproject.toml.
 
-``tiered_kafka.format._native``: the columnar decoder and the per-record fast path (issue #14), plain C
+``tiered_kafka.format._native``: the columnar decoder, the per-record fast path and the consumer's Messages (issue #14), plain C
 against the CPython API. ``pip install -e .`` (dev/install.sh, ``make install``) builds it in place.
 """
 
@@ -11,6 +11,7 @@ NATIVE_SOURCES = [
     "sdk/tiered_kafka/format/_batch.c",
     "sdk/tiered_kafka/format/_columnar.c",
     "sdk/tiered_kafka/format/_records.c",
+    "sdk/tiered_kafka/format/_messages.c",
 ]
 
 setup(

@@ -14,10 +14,13 @@ Ours (defaults in brackets):
     tiered.gateway.url             the gateway, e.g. http://gateway:8080 (required unless KAFKA_ONLY)
     tiered.gateway.token           bearer token or API key for the gateway
     tiered.cluster                 the cluster name the gateway serves the topics under (required unless KAFKA_ONLY)
-    tiered.prefetch.max.bytes      [67108864] memory for prefetched remote data, all partitions together
+    tiered.prefetch.max.bytes      [134217728] memory for prefetched remote data, all partitions together
     tiered.prefetch.parallelism    [4] concurrent presigned GETs
-    tiered.plan.max.bytes          [4194304] bytes asked per read plan (one plan per gateway call; smaller
-                                   plans start the first GET sooner and keep GETs and decoding overlapped)
+    tiered.plan.max.bytes          [derived] caps the bytes asked per read plan (one GET each); unset, plans
+                                   are sized by the budget: a reader's share of the prefetch budget split
+                                   among its ranges in flight, within the gateway's default max_bytes_limit
+                                   (``prefetch.plan_bytes``; 16 MiB with the defaults); set it when the
+                                   gateway runs with a smaller max_bytes_limit
     tiered.remote.retries          [5] retries of a failed gateway call or GET before the error surfaces
     tiered.remote.retry.backoff.ms [100] first backoff (doubles each retry)
     tiered.gateway.timeout.ms      [10000] HTTP timeout of one gateway call or GET
@@ -42,6 +45,12 @@ from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
 
+#: ``tiered.prefetch.max.bytes``: twice librdkafka's queued.max.messages.kbytes (64 MiB), because a
+#: range is reserved three times over while it is fetched (``prefetch.IN_FLIGHT_FACTOR``)
+#: and the fetch threads are paid from it too: one partition then plans 16 MiB at a time, the GET
+#: size at which S3's per-request cost stops mattering (#15: about 90 S3 GETs per GB, bench_plans.py)
+DEFAULT_PREFETCH_MAX_BYTES = 128 * 2**20
+
 _PINTEREST_MODES = {
     "TIERED_STORAGE_ONLY": Mode.REMOTE_ONLY,
     "TIERED_STORAGE_PREFERRED": Mode.REMOTE_PREFERRED,
@@ -60,7 +69,7 @@ class TieredConfig:
     cluster: str | None
     prefetch_max_bytes: int
     prefetch_parallelism: int
-    plan_max_bytes: int
+    plan_max_bytes: int | None  # None: sized by the prefetch budget (prefetch.plan_bytes)
     remote_retries: int
     remote_retry_backoff_s: float
     gateway_timeout_s: float
@@ -119,9 +128,9 @@ def parse_config(config: dict[str, Any]) -> TieredConfig:
         gateway_url=None if gateway_url is None else str(gateway_url),
         gateway_token=None if token is None else str(token),
         cluster=None if cluster is None else str(cluster),
-        prefetch_max_bytes=_int(rest, "tiered.prefetch.max.bytes", 64 * 2**20, minimum=2**16),
+        prefetch_max_bytes=_int(rest, "tiered.prefetch.max.bytes", DEFAULT_PREFETCH_MAX_BYTES, minimum=2**16),
         prefetch_parallelism=_int(rest, "tiered.prefetch.parallelism", 4, minimum=1),
-        plan_max_bytes=_int(rest, "tiered.plan.max.bytes", 4 * 2**20, minimum=1024),
+        plan_max_bytes=_optional_int(rest, "tiered.plan.max.bytes", minimum=1024),
         remote_retries=_int(rest, "tiered.remote.retries", 5, minimum=0),
         remote_retry_backoff_s=_int(rest, "tiered.remote.retry.backoff.ms", 100, minimum=0) / 1000,
         gateway_timeout_s=_int(rest, "tiered.gateway.timeout.ms", 10_000, minimum=1) / 1000,
@@ -173,6 +182,14 @@ def _int(config: dict[str, Any], key: str, default: int, minimum: int) -> int:
     if value < minimum:
         raise ConfigError(f"{key}: {value} is below the minimum {minimum}")
     return value
+
+
+def _optional_int(config: dict[str, Any], key: str, minimum: int) -> int | None:
+    """``key``'s integer, or None when it is absent (or given as None)."""
+    if config.get(key) is None:
+        config.pop(key, None)
+        return None
+    return _int(config, key, 0, minimum)
 
 
 def _bool(raw: Any, key: str) -> bool:

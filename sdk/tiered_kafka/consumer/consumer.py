@@ -59,11 +59,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from tiered_kafka import modes
 from tiered_kafka.consumer.assignment import AssignmentMixin, raise_if
 from tiered_kafka.consumer.config import TieredConfig, parse_config
-from tiered_kafka.consumer.handoff import AuthorizationFailed, Decision, GapError, Handoff, ReadFrom, Reset, Skip, Wait
-from tiered_kafka.consumer.messages import error_message, to_messages
+from tiered_kafka.consumer.delivery import KAFKA_SERVICE_INTERVAL_S, RemoteDeliveryMixin
+from tiered_kafka.consumer.handoff import AuthorizationFailed, Decision, GapError, ReadFrom, Reset, Skip, Wait
+from tiered_kafka.consumer.messages import error_message, range_messages
 from tiered_kafka.consumer.offsets import OffsetsMixin
-from tiered_kafka.consumer.partition import AuthorizationFailure, PartitionState
-from tiered_kafka.consumer.prefetch import ByteBudget, ChunkKind, RemoteReader, data_budget
+from tiered_kafka.consumer.partition import PartitionState
+from tiered_kafka.consumer.prefetch import ByteBudget, RemoteReader, data_budget
 from tiered_kafka.consumer.tiers import Tiers, is_authorization_failure
 from tiered_kafka.errors import ConfigError, RemoteGapError
 from tiered_kafka.gateway_client import GatewayClient
@@ -73,11 +74,10 @@ from tiered_kafka.transactions import CommittedFilter
 log = logging.getLogger(__name__)
 TP = tuple[str, int]
 Callback = Callable[[Any, list[TopicPartition]], None]
-_KAFKA_SERVICE_INTERVAL_S = 0.05  # serve the inner consumer (callbacks, heartbeats) at least this often
 KAFKA_BATCH = 500  # messages taken from librdkafka per call, whatever the caller asked
 
 
-class TieredConsumer(AssignmentMixin, OffsetsMixin):
+class TieredConsumer(AssignmentMixin, OffsetsMixin, RemoteDeliveryMixin):
     """A drop-in for ``confluent_kafka.Consumer`` reading Kafka and remote storage (module docstring).
 
     ``TieredConsumer({"bootstrap.servers": ..., "group.id": ..., "tiered.mode": "REMOTE_PREFERRED",
@@ -103,7 +103,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
                 max_connections=self._config.prefetch_parallelism + 4,
             )
         self._tiers = Tiers(self._inner, self._gateway)
-        self._budget = ByteBudget(data_budget(self._config.prefetch_max_bytes, self._config.prefetch_parallelism))
+        self._budget = ByteBudget(data_budget(self._config.prefetch_max_bytes, self._config.prefetch_parallelism), self._config.prefetch_parallelism)
         self._pool = ThreadPoolExecutor(self._config.prefetch_parallelism, thread_name_prefix="tiered-fetch")
         self._wake = threading.Event()
         self._partitions: dict[TP, PartitionState] = {}
@@ -121,6 +121,8 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
         self._rr = 0
         self._deferred: Exception | None = None
         self._by_source: dict[TP, dict[str, int]] = {}
+        self._fast: PartitionState | None = None  # poll()'s shortcut: the remote partition served last
+        self._fast_left = 0
         self._closed = False
 
     # -- mode -----------------------------------------------------------------------------------
@@ -218,7 +220,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
             offset,
             budget=self._budget,
             pool=self._pool,
-            convert=to_messages,
+            convert=range_messages,
             plan_max_bytes=self._config.plan_max_bytes,
             tail=modes.tails_remote(self._mode), read_committed=self._config.read_committed,
             poll_interval_s=self._config.remote_poll_interval_s,
@@ -293,6 +295,11 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
 
     # -- poll and consume ----------------------------------------------------------------------------
     def poll(self, timeout: float | None = None) -> Message | None:
+        state = self._fast
+        if state is not None and self._fast_left > 0:
+            message = self._poll_fast(state)
+            if message is not None:
+                return message
         messages = self._consume(1, timeout)
         return messages[0] if messages else None
 
@@ -310,7 +317,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
         while True:
             now = time.monotonic()
             remote = any(s.reader is not None for s in self._partitions.values())
-            if not remote or now - self._last_kafka_service > _KAFKA_SERVICE_INTERVAL_S:
+            if not remote or now - self._last_kafka_service > KAFKA_SERVICE_INTERVAL_S:
                 self._serve_kafka(limit, 0)
             try:
                 self._handle_out_of_range()
@@ -331,7 +338,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
             if out or remaining <= 0:
                 return out
             if any(s.reader is not None for s in self._partitions.values()):
-                self._wake.wait(min(remaining, _KAFKA_SERVICE_INTERVAL_S))
+                self._wake.wait(min(remaining, KAFKA_SERVICE_INTERVAL_S))
                 self._wake.clear()
             else:
                 self._serve_kafka(limit, min(remaining, 0.2))
@@ -408,61 +415,6 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin):
             state = states[(self._rr + i) % len(states)]
             self._collect_remote(state, out, limit)
         self._rr += 1
-
-    def _collect_remote(self, state: PartitionState, out: list[Message], limit: int) -> None:
-        start = len(out)
-        try:
-            self._take_remote(state, out, limit)
-        finally:
-            if len(out) > start:
-                self._delivered(state)
-
-    def _take_remote(self, state: PartitionState, out: list[Message], limit: int) -> None:
-        handoff = state.handoff
-        while len(out) < limit and handoff.source is Source.REMOTE:
-            position = handoff.position
-            if not state.ready and position is not None and state.skip_to > position:
-                # past trailing control or aborted records, as Kafka's position
-                self._apply(state, handoff.delivered(Source.REMOTE, state.skip_to))
-                continue
-            if not state.ready and not self._advance(state):
-                break
-            take = min(len(state.ready), limit - len(out))
-            decision = None
-            if take:
-                ready = state.ready
-                out.extend(ready.popleft() for _ in range(take))
-                decision = handoff.delivered(Source.REMOTE, out[-1].offset() + 1)
-                self._count(state, Source.REMOTE, take)
-            if not state.ready:
-                state.release_held()
-            self._apply(state, decision)  # KAFKA_PREFERRED: caught up with Kafka's log start
-
-    def _advance(self, state: PartitionState) -> bool:
-        """Move the partition's next ready chunk into ``state.ready``; False when none is ready."""
-        reader = state.reader
-        if reader is None:
-            if state.position is None:
-                return False
-            self._to_remote(state, state.position)  # restarted after a surfaced error
-            return False
-        chunk = reader.head()
-        if chunk is None:
-            return False
-        reader.pop()
-        try:
-            if chunk.kind is ChunkKind.DATA:
-                decision = state.take_data(reader, chunk)
-                if decision is None:
-                    return True
-            else:
-                reader.release(chunk)
-                decision = state.end_of_remote(chunk)
-        except AuthorizationFailure as failure:
-            self._authorization_failed(state, failure.error)
-            return False
-        self._apply(state, decision)
-        return state.handoff.source is Source.REMOTE
 
     def _count(self, state: PartitionState, source: Source, records: int) -> None:
         counts = self._by_source.setdefault(state.tp, {Source.REMOTE.value: 0, Source.KAFKA.value: 0})

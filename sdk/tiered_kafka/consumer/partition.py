@@ -4,7 +4,11 @@
 This module turns the remote reader's chunks into the records the application gets next and into
 the handoff's events:
 
-- a DATA chunk's records at or after the position go to ``ready``; under read_committed they pass
+- a DATA chunk (``messages.RangeMessages``) gives its records at or after the position to
+  ``ready``, a list the consumer hands out by slices from ``ready_pos`` (no per-record work). A
+  range delivered whole (read_uncommitted, or read_committed's fast path) stays behind ``ready`` as
+  its ``MessageSlices`` (``slices``), whose next slice of Messages is made when ``ready`` runs
+  out: ``ready`` is empty only when ``slices`` is None. Under read_committed records pass
   ``tiered_kafka.transactions.CommittedFilter`` first (no aborted record, no control record, nothing
   behind an undecided transaction, nothing at or past the remote last stable offset: each chunk
   carries the one its plan was made with, and ``CommittedFilter.set_stable_end`` raises the
@@ -21,12 +25,14 @@ the handoff's events:
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_left
+from itertools import chain
 from dataclasses import dataclass, field
 
 from confluent_kafka import Message
 
 from tiered_kafka.consumer.handoff import Decision, Handoff
+from tiered_kafka.consumer.messages import MessageSlices, RangeMessages
 from tiered_kafka.consumer.prefetch import Chunk, ChunkKind, RemoteReader
 from tiered_kafka.consumer.tiers import is_authorization_failure
 from tiered_kafka.errors import OffsetNotRemoteError
@@ -47,7 +53,10 @@ class PartitionState:
     partition: int
     handoff: Handoff
     reader: RemoteReader | None = None
-    ready: deque[Message] = field(default_factory=deque)
+    ready: list[Message] = field(default_factory=list)  # records to deliver: ready[ready_pos:]
+    ready_pos: int = 0
+    slices: MessageSlices | None = None  # the rest of a range behind ``ready`` (its Messages not made yet)
+    min_offset: int = 0  # records below it (before the position when ``slices`` was set) are not delivered
     committed_filter: CommittedFilter[Message] | None = None
     paused: bool = False
     pending: bool = False  # assigned, but its start failed (retried by the next poll)
@@ -63,6 +72,43 @@ class PartitionState:
     def position(self) -> int | None:
         return self.handoff.position
 
+    @property
+    def ready_count(self) -> int:
+        return len(self.ready) - self.ready_pos
+
+    def take_ready(self, out: list[Message], limit: int) -> int:
+        """Move up to ``limit`` ready records to ``out``; the offset after the last one moved."""
+        pos = self.ready_pos
+        end = min(len(self.ready), pos + limit)
+        out += self.ready[pos:end]
+        next_offset: int = self.ready[end - 1].offset() + 1
+        if end == len(self.ready):
+            self.ready, self.ready_pos = [], 0
+            self._refill()
+        else:
+            self.ready_pos = end
+        return next_offset
+
+    def take_ready_one(self) -> None:
+        """The first ready record was delivered (``poll``'s shortcut)."""
+        self.ready_pos += 1
+        if self.ready_pos == len(self.ready):
+            self.ready, self.ready_pos = [], 0
+            self._refill()
+
+    def _refill(self) -> None:
+        """``ready`` ran out: the next slice of ``slices``, from ``min_offset`` on."""
+        slices = self.slices
+        while slices is not None and not self.ready:
+            part = slices.take()
+            if not part and slices:
+                raise RuntimeError(f"{self.topic}-{self.partition}: a range's slices ended {len(slices)} records early")
+            if not slices:
+                self.slices = slices = None
+            if part and part[0].offset() < self.min_offset:
+                part = part[bisect_left(part, self.min_offset, key=Message.offset) :]
+            self.ready, self.ready_pos = part, 0
+
     def release_held(self) -> None:
         if self.held is not None and self.reader is not None:
             self.reader.release(self.held)
@@ -73,7 +119,7 @@ class PartitionState:
             self.release_held()
             self.reader.stop()
             self.reader = None
-        self.ready.clear()
+        self.ready, self.ready_pos, self.slices = [], 0, None
         self.committed_filter = None
 
     def first_held(self) -> int | None:
@@ -87,7 +133,7 @@ class PartitionState:
             raise RuntimeError(f"{self.topic}-{self.partition}: a data chunk without a fetch or a position")
         self.release_held()
         try:
-            batches = chunk.future.result()
+            loaded: RangeMessages = chunk.future.result()
         except OffsetNotRemoteError as err:  # the segment left remote storage after it was planned
             reader.release(chunk)
             held = self.first_held()
@@ -97,25 +143,53 @@ class PartitionState:
             reader.release(chunk)
             self.stop_remote()
             raise
-        ready = self.ready
-        committed = self.committed_filter
-        if committed is not None:
-            committed.set_stable_end(chunk.stable_end)
-            for batch, fate in committed.take_released():
-                if fate is Fate.DELIVER:
-                    ready.extend(m for m in batch.records if m.offset() >= position)
-        for batch in batches:
-            if batch.last_offset < position:
-                continue
-            records = batch.records if committed is None else committed.push(batch)
-            if batch.base_offset >= position and committed is None:
-                ready.extend(records)  # the common case: the whole batch is wanted
-            else:
-                ready.extend(m for m in records if m.offset() >= position)
-            if committed is None or committed.first_held_offset is None:
-                self.skip_to = max(self.skip_to, batch.last_offset + 1)
         self.held = chunk
+        committed = self.committed_filter
+        pieces: list[list[Message] | MessageSlices] = []  # records to deliver, in offset order, some may be below the position
+        if committed is None:  # read_uncommitted: every record of the range
+            if loaded.last_offset >= position:
+                pieces.append(loaded.slices())
+                self.skip_to = max(self.skip_to, loaded.last_offset + 1)
+        else:
+            committed.set_stable_end(chunk.stable_end)
+            pieces.extend(batch.records for batch, fate in committed.take_released() if fate is Fate.DELIVER)
+            stable_end = committed.stable_end
+            # a range of plain batches all below the stable end is decided as one (the rule delivers
+            # such batches as they come): one push instead of one per batch
+            whole = loaded.plain and (stable_end is None or loaded.last_base_offset < stable_end)
+            for batch in [loaded.as_one_batch()] if whole else loaded.batches():
+                if batch.last_offset < position:
+                    continue
+                pieces.append(committed.push(batch))
+                if committed.first_held_offset is None:
+                    self.skip_to = max(self.skip_to, batch.last_offset + 1)
+        self._set_ready(pieces, position)
         return None
+
+    def _set_ready(self, pieces: list[list[Message] | MessageSlices], position: int) -> None:
+        """``ready`` becomes what is left of it, then the records of ``pieces`` at or after ``position``
+        (one list piece and nothing left: that list itself, from its first wanted index, with no
+        copy). A last piece that is a ``MessageSlices`` becomes ``slices``; one before it is made
+        into Messages now."""
+        if self.slices is not None:  # (take_data runs when ready is empty: then slices is None)
+            raise RuntimeError(f"{self.topic}-{self.partition}: new records while a range is being delivered")
+        tail = pieces.pop() if pieces and isinstance(pieces[-1], MessageSlices) else None
+        lists = [piece if isinstance(piece, list) else list(piece) for piece in pieces]
+        lists = [piece for piece in lists if piece and piece[-1].offset() >= position]
+        for i, piece in enumerate(lists):
+            if piece[0].offset() < position:
+                lists[i] = piece[bisect_left(piece, position, key=Message.offset) :]
+        if self.ready_count:
+            lists.insert(0, self.ready[self.ready_pos :])
+        if len(lists) == 1:
+            self.ready, self.ready_pos = lists[0], 0
+        else:
+            self.ready, self.ready_pos = list(chain.from_iterable(lists)), 0
+        if tail is not None and len(tail):
+            tail.skip_below(position)
+            self.slices, self.min_offset = tail, position
+            if not self.ready:
+                self._refill()
 
     def end_of_remote(self, chunk: Chunk) -> Decision | None:
         """An END, BELOW_START, GAP or ERROR chunk as the handoff's event."""

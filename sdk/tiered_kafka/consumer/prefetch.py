@@ -1,15 +1,20 @@
 """Reading partitions' remote data ahead of the application, within one memory budget.
 
 One ``RemoteReader`` per partition being read remotely: a planner thread asks the gateway for read
-plans from the partition's position on and hands every planned range to a shared thread pool
-(``tiered.prefetch.parallelism`` presigned GETs at once), which fetches, CRC-checks and decodes it.
-Fetched ranges queue up in offset order as ``Chunk``s; the consumer's thread takes them from the
-head only, so records come out in offset order whatever order the GETs complete in.
+plans from the partition's position on and hands the plan's ranges to a shared thread pool
+(``tiered.prefetch.parallelism`` presigned GETs at once), which fetches them and turns each into
+what the consumer delivers (``convert``: ``messages.range_messages``, which checks every CRC and
+record, without the GIL for uncompressed batches, and indexes the range; its Messages are made
+later, a slice at a time, on the consumer's thread). Fetched ranges queue up in offset order as
+``Chunk``s; the consumer's thread takes them from the head only, so records come out in offset
+order whatever order the GETs complete in.
 
 Memory: every range reserves ``IN_FLIGHT_FACTOR`` times its size in the shared ``ByteBudget``
-before its GET is issued (the response's chunks, the joined body and the decoded records coexist
-for a moment); after decoding, the reservation becomes the decoded records' size, which is given
-back when the application has taken them. ``tiered.prefetch.max.bytes`` covers the fetch threads
+before its GET is issued (the response's chunks and the joined body coexist for a moment, with
+room to spare); once checked, the reservation becomes what the range really holds
+(``range_messages``' second value: the range's bytes, decompressed payloads, and one slice of
+Messages, about 1.15 times the range for 1 KiB records), which is given back when the application
+has taken its last record. ``tiered.prefetch.max.bytes`` covers the fetch threads
 too: ``THREAD_OVERHEAD`` each is taken off before the rest is shared by the data (``data_budget``).
 
 The bound: the bytes reserved never exceed the data budget plus ``OVERDRAFT_BYTES``, whatever the
@@ -17,17 +22,33 @@ number of partitions (one range alone may exceed it only when nothing else is re
 batch larger than the overdraft, which must be read whole). How:
   * plans are asked in pieces of at most half a reader's fair share (the budget divided among
     the partitions being read), so each reader's ranges fit its share (at least one batch:
-    the gateway always plans a whole batch, as Kafka's fetch does, KIP-74);
+    the gateway always plans a whole batch, as Kafka's fetch does, KIP-74), and a reader has
+    one plan being consumed while the next is fetched (``plan_bytes``);
   * a reader holding something reserves only within its fair share and the budget;
   * a reader holding nothing (which must get one range through, or a partition whose share is
     smaller than one batch would never progress) may go past the budget, but only within the
     one shared ``OVERDRAFT_BYTES``: partitions then progress one overdrawn range at a time.
-The decoded records can outgrow their reservation (compressed batches, or records so small that
-``MESSAGE_OVERHEAD``-like per-record costs dominate): the budget learns the largest expansion seen
-(``ByteBudget.factor``, records per fetched byte, plus the fetched bytes themselves) and every
-later range reserves by it, so only ranges reserved before the first such decode can push the
-total past the bound, by their expansion beyond ``IN_FLIGHT_FACTOR``.
+A range can hold more than its reservation (compressed batches, or records so small that
+``MESSAGE_OVERHEAD``-like per-record costs dominate a slice): the budget learns the largest
+expansion seen (``ByteBudget.factor``, bytes held per fetched byte, never below
+``IN_FLIGHT_FACTOR``) and every later range reserves by it, so only ranges reserved before the
+first such range can push the total past the bound, by their expansion beyond ``IN_FLIGHT_FACTOR``.
 A paused partition keeps the chunks it prefetched, and with them its part of the budget.
+
+GETs (#15): plans are sized by the budget, not by a fixed size: ``plan_bytes`` is the reader's
+share in fetched bytes split among the ``IN_FLIGHT_RANGES`` (2) it keeps in flight, one being taken
+by the application while the next is fetched (``fair_share / (2 * factor)``), capped by the
+gateway's default ``max_bytes_limit`` (64 MiB; a gateway configured lower answers 400 to larger
+plans: set ``tiered.plan.max.bytes``, which caps it further when given). A plan is asked in as few
+ranges as its batches allow (``GatewayClient.plan``'s ``range_bytes`` defaults to ``max_bytes``:
+the gateway's presigned URLs bind one range each) and what still touches is merged
+(``gateway_client.coalesce_ranges``): one GET per plan. So GETs are as few as the budget allows;
+a larger budget gives larger GETs. With the defaults (128 MiB budget, 4 fetch threads: 96 MiB of
+data) one partition plans ``default_plan_bytes`` = 16 MiB at a time, 2 at once; 8 partitions
+2 MiB each, the 4 threads shared among them.
+Decision: two ranges in flight per partition, not one per fetch thread: S3 throttles and bills per
+request, and at 16 MiB a GET's latency is small beside its transfer; many partitions still keep
+every thread busy. (A single partition with 4 small plans in flight read no faster here.)
 
 The chunks also carry what ends a remote read, for the consumer to act on at the exact offset:
 ``END`` (remote storage ends here; not used when ``tail`` — REMOTE_ONLY waits for new uploads),
@@ -44,25 +65,33 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
+
 from tiered_kafka.errors import OffsetNotRemoteError, RemoteReadError, TieredKafkaError
-from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange
-from tiered_kafka.remote_read import DecodedBatch, decode_range, fetch_range
+from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange, coalesce_ranges
+from tiered_kafka.remote_read import fetch_range
 
 log = logging.getLogger(__name__)
 #: the smallest plan asked of the gateway (the gateway plans at least one whole batch anyway)
 MIN_PLAN_BYTES = 16 * 1024
-#: a range being fetched and decoded holds its bytes about three times over: the response's
-#: chunks, the joined body, and the decoded records (whose size replaces this after decoding)
+#: a range being fetched is reserved three times over: the response's chunks and the joined body
+#: coexist, then the body and what is made of it (what it holds replaces this once it is checked)
 IN_FLIGHT_FACTOR = 3
 #: how far past the budget a reader holding nothing may reserve (one at a time): one range of one
 #: batch up to Kafka's default max.message.bytes (1 MiB), held ``IN_FLIGHT_FACTOR`` times over
 OVERDRAFT_BYTES = IN_FLIGHT_FACTOR * 2**20
+#: ranges a reader keeps in flight: one being taken by the application while the next is fetched
+IN_FLIGHT_RANGES = 2
+#: the largest plan asked by default: the gateway's default ``max_bytes_limit``
+#: (app/tiered_kafka_gateway/config.py), above which it answers 400
+GATEWAY_MAX_BYTES_LIMIT = 64 * 2**20
 
 
-#: an allowance for what a fetch thread costs whatever the data (its allocator arena, socket and
-#: parser buffers): bench/bench_sdk.py measured ~18 MiB of peak RSS beyond the reserved data with
-#: 4 threads; it prints the peak RSS beside the budget
-THREAD_OVERHEAD = 5 * 2**20
+#: an allowance for what a fetch thread costs whatever the data (its allocator arena, which keeps
+#: freed multi-MiB bodies, socket buffers): bench/bench_sdk.py measured 25-35 MiB of peak RSS
+#: beyond the reserved data with 4 threads when ranges were decoded into columns; with the ranges
+#: held as their bytes (messages.py) the peak RSS growth stays within the budget; it prints both
+THREAD_OVERHEAD = 8 * 2**20
 
 
 def data_budget(prefetch_max_bytes: int, threads: int) -> int:
@@ -70,11 +99,32 @@ def data_budget(prefetch_max_bytes: int, threads: int) -> int:
     return max(MIN_PLAN_BYTES * IN_FLIGHT_FACTOR, prefetch_max_bytes - threads * THREAD_OVERHEAD)
 
 
+def plan_bytes(budget: ByteBudget, plan_max_bytes: int | None) -> int:
+    """Bytes to ask of the next plan: the reader's fair share (in fetched bytes, ``factor``) split
+    among the ``IN_FLIGHT_RANGES`` it keeps in flight, within ``plan_max_bytes`` (``tiered.plan.max.bytes``;
+    None: the gateway's default limit)."""
+    cap = GATEWAY_MAX_BYTES_LIMIT if plan_max_bytes is None else plan_max_bytes
+    return max(MIN_PLAN_BYTES, min(cap, budget.fair_share() // (IN_FLIGHT_RANGES * budget.factor)))
+
+
+def default_plan_bytes(config: dict[str, Any]) -> int:
+    """The plan size a TieredConsumer with ``config`` asks when it reads one partition (before
+    any expansion is learnt): what ``bench/bench_plans.py`` reports as the SDK default."""
+    from tiered_kafka.consumer.config import parse_config  # (config imports this module)
+
+    tiered = parse_config(config)
+    budget = ByteBudget(data_budget(tiered.prefetch_max_bytes, tiered.prefetch_parallelism), tiered.prefetch_parallelism)
+    budget.readers = 1
+    return plan_bytes(budget, tiered.plan_max_bytes)
+
+
 class ByteBudget:
     """Bytes of prefetched data, shared by every partition's reader."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, parallelism: int = 1) -> None:
+        """``parallelism``: the fetch threads (``tiered.prefetch.parallelism``) the readers share."""
         self.limit = limit
+        self.parallelism = parallelism
         self.used = 0
         self.peak = 0  # the most ever reserved (a measure of the prefetch's memory)
         self.readers = 0
@@ -106,9 +156,10 @@ class ByteBudget:
             return True
         return held == 0 and (self.used + size <= self.limit + OVERDRAFT_BYTES or self.used == 0)
 
-    def learn(self, fetched: int, decoded: int) -> None:
-        """A range of ``fetched`` bytes decoded into records of ``decoded`` bytes: reserve by it."""
-        factor = -(-decoded // max(1, fetched)) + 1  # the records, plus the fetched bytes they coexist with
+    def learn(self, fetched: int, held: int) -> None:
+        """A range of ``fetched`` bytes holds ``held`` bytes once checked and decoded (the fetched
+        bytes included, with what is made of them): every later range reserves by it."""
+        factor = -(-held // max(1, fetched))
         if factor > self.factor:
             self.factor = factor
 
@@ -132,7 +183,7 @@ class ChunkKind(enum.Enum):
 class Chunk:
     kind: ChunkKind
     offset: int  # DATA: the range's first offset; END/BELOW_START: the offset asked; GAP: its start
-    future: Future[list[DecodedBatch]] | None = None
+    future: Future[Any] | None = None  # DATA: what ``convert`` made of the range
     reserved: int = 0
     gap: PlanGap | None = None
     error: BaseException | None = None
@@ -152,14 +203,16 @@ class RemoteReader:
         *,
         budget: ByteBudget,
         pool: ThreadPoolExecutor,
-        convert: Callable[[str, int, DecodedBatch], int],
-        plan_max_bytes: int,
+        convert: Callable[[str, int, bytes, PlannedRange, str], tuple[Any, int]],
+        plan_max_bytes: int | None,
         tail: bool,
         poll_interval_s: float,
         wake: threading.Event,
         read_committed: bool = False,
     ) -> None:
-        """``read_committed``: plans carry the remote LSO, and so do their DATA chunks."""
+        """``convert(topic, partition, data, planned, object_key)``: what a DATA chunk's future holds
+        (made of a fetched range: it checks and decodes it), and what that holds in memory. ``plan_max_bytes``: ``tiered.plan.max.bytes`` (None: sized by the budget,
+        ``plan_bytes``). ``read_committed``: plans carry the remote LSO, and so do their DATA chunks."""
         self.topic = topic
         self.partition = partition
         self.start_offset = offset
@@ -233,7 +286,7 @@ class RemoteReader:
         try:
             while not self._stop.is_set():
                 try:
-                    max_bytes = max(MIN_PLAN_BYTES, min(self._plan_max_bytes, self._budget.fair_share() // (2 * self._budget.factor)))
+                    max_bytes = plan_bytes(self._budget, self._plan_max_bytes)
                     plan = self._client.plan(self.topic, self.partition, offset, max_bytes, read_committed=self._read_committed)
                     if self._stop.is_set():
                         return
@@ -246,7 +299,7 @@ class RemoteReader:
                     return
                 if plan.gap is not None:
                     self._push(Chunk(ChunkKind.GAP, plan.gap.start_offset, gap=plan.gap))
-                for planned in plan.ranges:
+                for planned in coalesce_ranges(plan.ranges, max_bytes):
                     reserve = planned.size * self._budget.factor
                     if not self._budget.acquire(reserve, lambda: self._held, self._stop):
                         return
@@ -279,15 +332,14 @@ class RemoteReader:
             return
         self._wake.set()
 
-    def _load(self, object_key: str, planned: PlannedRange, chunk: Chunk) -> list[DecodedBatch]:
+    def _load(self, object_key: str, planned: PlannedRange, chunk: Chunk) -> Any:
         data = fetch_range(self._client, self.topic, self.partition, planned)
-        batches = decode_range(data, planned, object_key=object_key)
+        loaded, held = self._convert(self.topic, self.partition, data, planned, object_key)
         del data
-        decoded = sum(self._convert(self.topic, self.partition, batch) for batch in batches)
-        self._budget.learn(planned.size, decoded)
-        delta = decoded - chunk.reserved  # from the in-flight reservation to what the records hold
+        self._budget.learn(planned.size, held)
+        delta = held - chunk.reserved  # from the in-flight reservation to what the range holds now
         self._budget.adjust(delta)
         with self._lock:
             self._held += delta
             chunk.reserved += delta
-        return batches
+        return loaded

@@ -30,14 +30,25 @@ static inline int read_varint(const uint8_t **pp, const uint8_t *end, int32_t *o
     return 0;
 }
 
+/* Strict UTF-8 as CPython's decoder (and so the reference's .decode()) judges it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. Plain C: record parsing runs without the GIL (_messages.c). */
 static int valid_utf8(const uint8_t *p, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
-        if (p[i] & 0x80) {  /* rare: let CPython's strict decoder judge (as the reference's .decode does) */
-            PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
-            if (!s) { PyErr_Clear(); return 0; }
-            Py_DECREF(s);
-            return 1;
-        }
+    const uint8_t *end = p + n;
+    while (p < end) {
+        uint8_t c = *p;
+        if (c < 0x80) { p++; continue; }
+        int more;
+        uint8_t lo = 0x80, hi = 0xBF;  /* the allowed range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF) more = 1;
+        else if (c >= 0xE0 && c <= 0xEF) { more = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { more = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        else return 0;
+        if (end - p <= more) return 0;
+        if (p[1] < lo || p[1] > hi) return 0;
+        for (int i = 2; i <= more; i++)
+            if ((p[i] & 0xC0) != 0x80) return 0;
+        p += more + 1;
+    }
     return 1;
 }
 

@@ -19,7 +19,8 @@
  * decode_columnar(data, position, include_headers, decompress) fills Arrow buffers (see columnar.py for
  * the columns); frame(...) walks and validates the framing and CRCs for record_batch.iter_batches;
  * decode_records(batch, position, decompress) turns one magic 2 batch into Record objects for
- * record_batch's per-record path (_records.c). Shared batch/record parsing: _batch.c.
+ * record_batch's per-record path (_records.c); index_batches/build_messages make the consumer's
+ * confluent_kafka Messages straight from a range's bytes (_messages.c). Shared batch/record parsing: _batch.c.
  * A magic 0/1 batch raises LegacyMagic: the callers take the Python path for it.
  */
 #define PY_SSIZE_T_CLEAN
@@ -198,7 +199,7 @@ PyMODINIT_FUNC PyInit__native(void) {
                                             "A magic 0/1 batch: decode the buffer with the Python path.", NULL, NULL);
     if (!LegacyMagic || PyModule_AddObjectRef(module, "LegacyMagic", LegacyMagic) < 0 ||
         PyModule_AddStringConstant(module, "CRC32C_IMPLEMENTATION", crc_impl_name) < 0 ||
-        tk_records_init(module) < 0) {
+        tk_records_init(module) < 0 || tk_messages_init(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -89,5 +89,6 @@ int tk_control_type(const tk_batch *b);
 PyObject *tk_decode_columnar(PyObject *self, PyObject *args);
 PyObject *tk_decode_records(PyObject *self, PyObject *args);
 int tk_records_init(PyObject *module);
+int tk_messages_init(PyObject *module);
 
 #endif

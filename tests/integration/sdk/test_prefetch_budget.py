@@ -23,11 +23,11 @@ import pytest
 from tests.support.agent_env import agent_settings, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.stack_env import gateway_server
+from tiered_kafka.columnar_read import decode_planned
 from tiered_kafka.consumer.prefetch import IN_FLIGHT_FACTOR, OVERDRAFT_BYTES, THREAD_OVERHEAD, ByteBudget, ChunkKind, RemoteReader
 from tiered_kafka.format.log_config import LogConfig
 from tiered_kafka.format.log_writer import PartitionLog
 from tiered_kafka.gateway_client import GatewayClient
-from tiered_kafka.remote_read import DecodedBatch
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
@@ -57,8 +57,10 @@ def rss_bytes() -> int:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-def convert(_topic: str, _partition: int, batch: DecodedBatch) -> int:
-    return sum(len(r.key or b"") + len(r.value or b"") + RECORD_OVERHEAD for r in batch.records)
+def convert(_topic: str, _partition: int, data: bytes, planned: Any, object_key: str) -> tuple[list[int], int]:
+    """A fetched range as its offsets, and what it would hold: its bytes, and its records."""
+    records = decode_planned(data, planned, object_key=object_key).records
+    return records.column("offset").to_pylist(), len(data) + records.column("key").nbytes + records.column("value").nbytes + RECORD_OVERHEAD * records.num_rows
 
 
 class CountingPool(ThreadPoolExecutor):
@@ -150,10 +152,9 @@ def test_500_partitions_stay_within_the_budget_plus_the_overdraft(tmp_path: Path
                         ended.add(p)
                         continue
                     assert chunk.kind is ChunkKind.DATA and chunk.future is not None, (p, chunk.kind, chunk.error)
-                    for batch in chunk.future.result():
-                        offsets = [r.offset for r in batch.records]
-                        assert offsets == list(range(next_offset[p], next_offset[p] + len(offsets))), p
-                        next_offset[p] += len(offsets)
+                    offsets = chunk.future.result()
+                    assert offsets == list(range(next_offset[p], next_offset[p] + len(offsets))), p
+                    next_offset[p] += len(offsets)
                     reader.release(chunk)
                 if not progressed:
                     wake.wait(0.05)

@@ -44,6 +44,24 @@ def test_bad_offsets_are_config_errors_before_any_request(offset: object) -> Non
             reader.batches("t", 0, start_offset=offset)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("offsets", "message"),
+    [
+        pytest.param({0: -1}, "start_offset of partition 0 must be a non-negative offset, got -1", id="negative"),
+        pytest.param({1: "5"}, "start_offset of partition 1 must be a non-negative offset, got '5'", id="string"),
+        pytest.param({0: True}, "start_offset of partition 0 must be a non-negative offset, got True", id="bool"),
+        pytest.param({0: 1.5}, "start_offset of partition 0 must be a non-negative offset, got 1.5", id="float"),
+        pytest.param({"0": 5}, r"start_offset: the keys of a {partition: offset} mapping are partition numbers, got '0'", id="key"),
+    ],
+)
+def test_bad_offsets_in_a_mapping_are_config_errors_before_any_request(offsets: object, message: str) -> None:
+    with GatewayClient("http://127.0.0.1:9", "c", retries=0) as client, BulkReader(client=client) as reader:
+        with pytest.raises(ConfigError, match=message):
+            reader.batches("t", start_offset=offsets)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match=message.replace("start_offset", "end_offset")):
+            reader.batches("t", 0, end_offset=offsets)  # type: ignore[arg-type]
+
+
 def test_export_arguments() -> None:
     done = subprocess.run([str(CLI), "export", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--format {parquet,arrow}" in done.stdout

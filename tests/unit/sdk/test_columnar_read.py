@@ -6,6 +6,7 @@ at the end, the remote last stable offset, ranges cut anywhere on batch boundari
 from __future__ import annotations
 
 import itertools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ import pytest
 
 from tests.support.batches import Rec, build_control, build_v2
 from tests.support.transactions import write_transactional_log
-from tiered_kafka.columnar_read import ColumnarSelector, decode_planned
-from tiered_kafka.errors import CorruptRecordError
+from tiered_kafka.columnar_read import LOOKAHEAD_BYTES, LOOKAHEAD_MAX_BYTES, ColumnarSelector, decode_planned, finish_read
+from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import PlannedRange
+from tiered_kafka.gateway_client import Plan, PlannedRange
 from tiered_kafka.remote_read import decode_range
 from tiered_kafka.transactions import CommittedFilter, Fate
 
@@ -161,3 +162,56 @@ def test_a_control_batch_of_unknown_type_is_corrupt_as_in_the_per_record_path() 
         decode_range(data, planned, object_key="o")
     with pytest.raises(CorruptRecordError, match=r"^o: control batch without a valid control record key \(type 5\) \(in batch with base offset 1"):
         decode_planned(data, planned, object_key="o")
+
+
+class MarkerGateway:
+    """The client ``finish_read`` reads on with: remote storage holds ``pieces`` (one plan of them
+    all) and ends after them; ``plans`` records each plan's (offset, max_bytes)."""
+
+    def __init__(self, pieces: list[tuple[bytes, PlannedRange]]) -> None:
+        self.pieces = pieces
+        self.plans: list[tuple[int, int]] = []
+
+    def plan(self, topic: str, partition: int, offset: int, max_bytes: int, **_: Any) -> Plan:
+        self.plans.append((offset, max_bytes))
+        ranges = tuple(planned for _data, planned in self.pieces if planned.last_offset >= offset)
+        if not ranges:
+            raise OffsetNotRemoteError("past the end", offset=offset, earliest=0, latest=offset - 1)
+        return Plan(topic, partition, offset, "o", ranges[0].first_offset, ranges[-1].last_offset, ranges, ranges[-1].last_offset + 1, 0, None)
+
+    def fetch(self, planned: PlannedRange) -> bytes:
+        return next(data for data, p in self.pieces if p == planned)
+
+
+@pytest.mark.parametrize("stable_end", [pytest.param(None, id="lso-unknown"), pytest.param(19, id="lso-19")])
+def test_finish_read_reads_on_for_the_marker_else_warns_once(segments: Any, stable_end: int | None, caplog: pytest.LogCaptureFixture) -> None:
+    """A read ending inside p11's open transaction (at 22): with p11's COMMIT in remote storage the
+    look-ahead finds it and 19..21 are delivered; without it, one warning names where read_committed stopped."""
+    pieces = ranges_of(segments, 2)
+    remote, marker = pieces[:-1], pieces[-1:]  # the active segment's COMMIT of p11 (offset 22)
+    caplog.set_level(logging.WARNING, logger="tiered_kafka")
+
+    def read(gateway: MarkerGateway) -> tuple[ColumnarSelector, list[int]]:
+        selector = ColumnarSelector(0, 22, committed=CommittedFilter(stable_end=stable_end))
+        out = []
+        for data, planned in remote:
+            out.extend(selector.add(decode_planned(data, planned, object_key="o"), planned.first_offset, planned.last_offset))
+        out.extend(finish_read(gateway, "txn", 0, selector))  # type: ignore[arg-type]
+        return selector, [o for b in out for o in b.column("offset").to_pylist()]
+
+    warning = ("txn-0: read_committed stopped at offset 19: 3 records from there on are held back (a transaction there or before is still "
+               "open in remote storage: at or past its last stable offset, or its marker is not uploaded yet)")
+    found = MarkerGateway(marker)
+    selector, offsets = read(found)
+    looked_ahead = [(22, min(LOOKAHEAD_BYTES, LOOKAHEAD_MAX_BYTES))] if stable_end is None else []
+    assert found.plans == looked_ahead  # at or past a known stable end nothing is read on: no marker could deliver it
+    if stable_end is None:  # the marker decides p11
+        assert offsets == [0, 1, 2, 3, 4, 8, 13, 17, 19, 20, 21] and selector.undecided_records == 0 and not caplog.records
+    else:
+        assert offsets == [0, 1, 2, 3, 4, 8, 13, 17] and [r.getMessage() for r in caplog.records] == [warning]
+    caplog.clear()
+    missing = MarkerGateway([])
+    selector, offsets = read(missing)
+    assert offsets == [0, 1, 2, 3, 4, 8, 13, 17] and (selector.first_undecided, selector.undecided_records) == (19, 3)
+    assert missing.plans == looked_ahead
+    assert [r.getMessage() for r in caplog.records] == [warning]  # once

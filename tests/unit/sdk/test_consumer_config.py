@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tiered_kafka.consumer.config import parse_config
+from tiered_kafka.consumer.config import DEFAULT_PREFETCH_MAX_BYTES, parse_config
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode
 
@@ -15,7 +15,7 @@ def test_defaults_and_what_librdkafka_gets() -> None:
     config = parse_config(dict(BASE))
     assert config.mode is Mode.REMOTE_PREFERRED
     assert (config.auto_offset_reset, config.auto_offset_store, config.read_committed) == ("latest", True, True)
-    assert config.prefetch_max_bytes == 64 * 2**20 and config.prefetch_parallelism == 4
+    assert config.prefetch_max_bytes == DEFAULT_PREFETCH_MAX_BYTES == 128 * 2**20 and config.prefetch_parallelism == 4
     # librdkafka reports OFFSET_OUT_OF_RANGE to us and lets us store offsets; our keys never reach it
     assert config.kafka == {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g", "auto.offset.reset": "error", "enable.auto.offset.store": False, "enable.auto.commit": False}
     assert (config.auto_commit, config.auto_commit_interval_s, config.cooperative) == (True, 5.0, False)
