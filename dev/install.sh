@@ -47,8 +47,10 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing+=(python3-venv)  # Debian's python3 lacks ensurepip without it
 fi
-# The C extension tiered_kafka.format._native (setup.py) needs a compiler and Python.h.
+# The C extension tiered_kafka.format._native (setup.py) needs a compiler, the C library's headers
+# and Python.h (with --no-install-recommends, gcc comes without libc6-dev: no <stdlib.h>).
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+installed libc6-dev || missing+=(libc6-dev)
 python_include="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null || true)"
 if [ ! -f "$python_include/Python.h" ]; then
   missing+=("lib$(basename "$python_include")-dev")  # e.g. libpython3.11-dev, for Debian's own python3

@@ -7,8 +7,9 @@ partitions, listings that find nothing, offsets anywhere — cannot grow memory 
 negative answer (an empty listing, a missing segment) is an entry like any other, weighed and
 evicted least-recently-used first. A value heavier than the whole cache is returned, not kept.
 
-Each cache counts ``hits``, ``misses`` (loads) and ``evictions`` and knows its ``bytes``; the
-gateway's metrics export them per cluster and cache name (hit ratio = hits / (hits + misses)).
+Each cache counts ``hits`` (also a caller that waited for another's load), ``misses`` (loads)
+and ``evictions`` and knows its ``bytes``; the gateway's metrics export them per cluster and
+cache name (hit ratio = hits / (hits + misses)).
 """
 
 from __future__ import annotations
@@ -85,18 +86,24 @@ class LRU(Generic[K, V]):
 
     def get_or_load(self, key: K, load: Callable[[], V]) -> V:
         """The cached value, else ``load()``'s, kept; concurrent loads of one key run once (the
-        others wait for it: a background load and a request never GET the same object twice)."""
+        others wait for it: a background load and a request never GET the same object twice).
+
+        Counting: a miss is a load; only the caller that runs it counts one. A caller that waits
+        for another's load counts a hit (decision: it caused no load, so the hit ratio stays the
+        share of asks that did not load)."""
         with self._lock:
             item = self._fresh(key, time.monotonic())
             if item is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return item[0]
-            self.misses += 1
             pending = self._loading.get(key)
             owner = pending is None
             if pending is None:
                 pending = self._loading[key] = _Pending()
+                self.misses += 1
+            else:
+                self.hits += 1
         if not owner:
             pending.done.wait()
             if pending.error is not None:

@@ -13,21 +13,27 @@
 
     topic string, partition int32, offset int64, timestamp timestamp[ms, UTC] (null: none),
     timestamp_type int32 (0 CreateTime, 1 LogAppendTime, -1 none), key binary, value binary,
-    [headers list<struct<key: string, value: binary>>]   (include_headers=True)
+    [headers list<struct<key: string not null, value: binary> not null>]   (include_headers=True)
 
 ``timestamp`` is the decoder's ms value typed as an Arrow timestamp (zero-copy), so pandas, polars
-and DuckDB see a UTC datetime. Record batches come per partition in offset order, partitions in
-ascending order; a batch never mixes two partitions.
+and DuckDB see a UTC datetime. ``headers`` is the decoder's column as it is
+(``format.columnar.HEADERS_TYPE``: a Kafka header key is never null, a value may be). Record
+batches come per partition in offset order, partitions in ascending order; a batch never mixes
+two partitions.
 
 **Offsets** (remote storage only, as the PySpark source): ``start_offset`` defaults to the first
 offset remote storage holds, ``end_offset`` (exclusive) to one past its last. Each is an int
-(every partition read) or a ``{partition: offset}`` mapping. Never silently empty:
+(every partition read) or a ``{partition: offset}`` mapping (a partition it does not name takes the
+default). Offsets are ints >= 0; a mapping key naming no partition of the topic is a
+``ConfigError`` naming it (a typo never reads every partition from the default). Never silently empty:
 
 - offsets remote storage does not hold (below its first offset: lost to retention; past its end:
   not uploaded yet), or a partition named explicitly of which it holds nothing:
   ``OffsetNotRemoteError`` (Kafka's OFFSET_OUT_OF_RANGE);
 - a gap the agent recorded inside the read: ``RemoteGapError`` unless ``skip_gaps=True``; then the
-  read goes on after it and ``BulkReader.gaps`` names each one skipped (and a warning is logged);
+  read goes on after it and ``BulkReader.gaps`` names each one skipped (and a warning is logged).
+  Offsets a compacted segment lacks are no gap: they are passed, as a Kafka consumer does
+  (``gateway_client.read_gap``);
 - a ``start_offset`` at remote storage's end with no ``end_offset`` (nothing to read, as ``cat``
   answers): ``OffsetNotRemoteError`` whose ``past_the_end`` is true;
 - a whole-topic read skips partitions remote storage holds nothing of (``BulkReader.empty_partitions``),
@@ -40,7 +46,7 @@ offset remote storage holds, ``end_offset`` (exclusive) to one past its last. Ea
 ``read_committed`` so they carry the remote LSO, which the rule's stable end follows), its retries, a
 re-plan of an expired URL (``remote_read.fetch_range``), every CRC checked, and the one
 read_committed rule (``tiered_kafka.transactions``) applied columnar by ``columnar_read``. A read
-that ends inside an open transaction reads on for its marker (``columnar_read.read_on_for_markers``)
+that ends inside an open transaction reads on for its marker (``columnar_read.finish_read``)
 so a bound never changes a fate. ``isolation_level`` defaults to ``read_uncommitted``, Kafka's default.
 
 **Memory budget** (#15). ``memory_budget`` bounds what is in flight: each GET reserves twice its size
@@ -66,9 +72,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tiered_kafka.columnar_read import ColumnarSelector, read_on_for_markers, read_range
+from tiered_kafka.columnar_read import ColumnarSelector, finish_read, read_range
 from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges
+from tiered_kafka.format.columnar import HEADERS_TYPE  # the decoder's headers column, delivered as it is
+from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges, read_gap
 from tiered_kafka.transactions import CommittedFilter
 
 if TYPE_CHECKING:
@@ -80,10 +87,8 @@ DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 DEFAULT_PARALLELISM = 4
 MAX_PLAN_BYTES = 64 * 1024 * 1024  # the gateway's default max_bytes_limit
 MIN_PLAN_BYTES = 64 * 1024
-LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024  # read_committed with the stable end unknown: how far to read on for markers
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 Offsets = int | Mapping[int, int] | None
 
@@ -147,7 +152,6 @@ class _Partition:
     start: int
     end: int
     selector: ColumnarSelector
-    stable_end_known: bool
 
 
 @dataclass
@@ -234,12 +238,22 @@ class BulkReader:
 
     # -- offsets ---------------------------------------------------------------------------------
     def _resolve(self, topic: str, partition: int | None, start_offset: Offsets, end_offset: Offsets) -> list[_Partition]:
+        _check_offsets(start_offset, "start_offset")
+        _check_offsets(end_offset, "end_offset")
         explicit = partition is not None
         numbers = [partition] if partition is not None else self._partitions_of(topic)
+        existing: set[int] | None = None
+        for what, offsets in (("start_offset", start_offset), ("end_offset", end_offset)):
+            if isinstance(offsets, Mapping) and offsets:
+                existing = existing if existing is not None else set(numbers if not explicit else self._partitions_of(topic))
+                unknown = sorted(set(offsets) - existing)
+                if unknown:
+                    raise ConfigError(f"{what} names partitions {', '.join(map(str, unknown))} that topic {topic!r} does not have "
+                                      f"(its partitions: {', '.join(map(str, sorted(existing)))})")
         parts = []
         for number in numbers:
-            start = _offset_for(start_offset, number, "start_offset")
-            end = _offset_for(end_offset, number, "end_offset")
+            start = _offset_for(start_offset, number)
+            end = _offset_for(end_offset, number)
             extent = self.client.partition(topic, number)
             remote = extent.remote
             name = f"{topic}-{number}"
@@ -262,12 +276,12 @@ class BulkReader:
                         offset=offset, earliest=earliest, latest=end_of_remote - 1)
             if start > end:
                 raise ConfigError(f"{name}: start_offset {start} is after end_offset {end}")
-            if start == end_of_remote and _offset_for(end_offset, number, "end_offset") is None:
+            if start == end_of_remote and _offset_for(end_offset, number) is None:
                 raise OffsetNotRemoteError(f"OFFSET_OUT_OF_RANGE: nothing to read from offset {start} of {name}: remote storage ends there",
                                            offset=start, earliest=earliest, latest=end_of_remote - 1)
             stable_end = remote.last_stable_offset if self.read_committed else None
             committed = CommittedFilter(stable_end=stable_end) if self.read_committed else None
-            parts.append(_Partition(topic, number, start, end, ColumnarSelector(start, end, committed=committed), stable_end is not None))
+            parts.append(_Partition(topic, number, start, end, ColumnarSelector(start, end, committed=committed)))
         if not parts and self.empty_partitions:
             raise OffsetNotRemoteError(f"OFFSET_OUT_OF_RANGE: remote storage holds nothing of topic {topic!r}", offset=0, earliest=None, latest=None)
         return parts
@@ -290,14 +304,11 @@ class BulkReader:
                 plan = client.plan(part.topic, part.partition, offset, self.plan_bytes, read_committed=self.read_committed, range_bytes=self.get_bytes)
                 self.stats.plan_s += time.perf_counter() - asked
                 self.stats.plans += 1
-                first = plan.ranges[0].first_offset
-                if plan.gap is not None or first > offset:
-                    gap_end = min(first, part.end) - 1
-                    reason = plan.gap.reason if plan.gap is not None else "the plan starts after the asked offset"
-                    yield _Item("gap", part, gap=SkippedGap(part.topic, part.partition, offset, gap_end, reason))
+                gap = read_gap(plan, offset, part.end)  # (a first range after the offset alone is compaction, not a gap)
+                if gap is not None:
+                    yield _Item("gap", part, gap=SkippedGap(part.topic, part.partition, gap.start_offset, gap.end_offset, gap.reason))
                 if self.read_committed and part.selector.committed is not None:
                     part.selector.committed.set_stable_end(plan.last_stable_offset)
-                    part.stable_end_known = part.selector.committed.stable_end is not None
                 inside = [r for r in plan.ranges if r.first_offset < part.end]
                 for planned in coalesce_ranges(inside, self.get_bytes):
                     yield _Item("range", part, planned, plan.object_key)
@@ -376,23 +387,14 @@ class BulkReader:
         if not self.skip_gaps:
             raise RemoteGapError(f"{message}; pass skip_gaps=True to read past it", topic=gap.topic, partition=gap.partition,
                                  start_offset=gap.start_offset, end_offset=gap.end_offset, reason=gap.reason)
-        log.warning("tiered-kafka: %s; skipped (skip_gaps)", message)
+        log.warning("%s; skipped (skip_gaps)", message)
         self.gaps.append(gap)
 
     def _finish(self, part: _Partition) -> list[pa.RecordBatch]:
         selector = part.selector
-        if selector.committed is not None and selector.committed.undecided:
-            read_on_for_markers(self.client, part.topic, part.partition, selector.next_offset, selector,
-                                max_bytes=None if part.stable_end_known else LOOKAHEAD_MAX_BYTES)
-        out = selector.finish()
+        out = finish_read(self.client, part.topic, part.partition, selector)  # (logs what is held back)
         if selector.undecided_records and selector.first_undecided is not None:
-            held = HeldBack(part.topic, part.partition, selector.first_undecided, selector.undecided_records)
-            self.held_back.append(held)
-            log.warning(
-                "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there or before is still open in remote "
-                "storage (read_committed: at or past the last stable offset, or its marker is not uploaded yet)",
-                held.topic, held.partition, held.records, held.first_offset,
-            )
+            self.held_back.append(HeldBack(part.topic, part.partition, selector.first_undecided, selector.undecided_records))
         return out
 
     def _out(self, part: _Partition, selected: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -411,17 +413,35 @@ class BulkReader:
                 records.column("value"),
             ]
             if self.include_headers:
-                columns.append(records.column("headers").cast(HEADERS_TYPE))
+                columns.append(records.column("headers"))
             yield pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
-def _offset_for(offsets: Offsets, partition: int, what: str) -> int | None:
+def _check_offsets(offsets: Offsets, what: str) -> None:
+    """Before any request: None, an offset (an int >= 0), or a mapping of partition numbers to offsets."""
+    if offsets is None:
+        return
+    if not isinstance(offsets, Mapping):
+        if not _is_offset(offsets):
+            raise ConfigError(f"{what} must be a non-negative offset or a {{partition: offset}} mapping, got {offsets!r}")
+        return
+    for partition, offset in offsets.items():
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise ConfigError(f"{what}: the keys of a {{partition: offset}} mapping are partition numbers, got {partition!r}")
+        if not _is_offset(offset):
+            raise ConfigError(f"{what} of partition {partition} must be a non-negative offset, got {offset!r}")
+
+
+def _is_offset(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _offset_for(offsets: Offsets, partition: int) -> int | None:
+    """The offset ``offsets`` (checked by ``_check_offsets``) gives ``partition``; None: the default."""
     if offsets is None:
         return None
     if isinstance(offsets, Mapping):
         return offsets.get(partition)
-    if isinstance(offsets, bool) or not isinstance(offsets, int) or offsets < 0:
-        raise ConfigError(f"{what} must be a non-negative offset or a {{partition: offset}} mapping, got {offsets!r}")
     return offsets
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tiered_kafka.bulk import DEFAULT_MEMORY_BUDGET, BulkReader  # first: names the extra when pyarrow is missing
-from tiered_kafka.errors import RemoteGapError, TieredKafkaError
+from tiered_kafka.errors import ConfigError, RemoteGapError, TieredKafkaError
 
 import pyarrow as pa  # noqa: I001
 
@@ -36,6 +36,10 @@ def export(args: argparse.Namespace, describe: Callable[[BaseException], str]) -
         with reader:
             rows = _write(reader.batches(args.topic, args.partition, args.start, args.end), reader.schema, args.format, partial)
             stats, held = reader.stats, reader.held_back
+    except ConfigError as err:  # bad usage (an offset below 0, --from after --to, a partition the topic lacks)
+        partial.unlink(missing_ok=True)
+        print(f"tiered-kafka: export: {err}", file=sys.stderr)
+        return 2
     except RemoteGapError as err:
         partial.unlink(missing_ok=True)
         print(f"tiered-kafka: {where}: read failed: {err.topic}-{err.partition}: remote storage lacks offsets {err.start_offset}..{err.end_offset} "
@@ -48,9 +52,7 @@ def export(args: argparse.Namespace, describe: Callable[[BaseException], str]) -
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    for h in held:
-        print(f"tiered-kafka: {h.topic}-{h.partition}: stopped at offset {h.first_offset}, the last stable offset of remote storage "
-              f"({h.records} records held back: read_committed, a transaction open there has no marker in remote storage yet)", file=sys.stderr)
+    # what was held back (read_committed) is on stderr already: the reader's warning (columnar_read.finish_read)
     asked_empty = args.start is not None and args.end is not None and args.start == args.end
     if rows == 0 and not asked_empty:
         partial.unlink(missing_ok=True)

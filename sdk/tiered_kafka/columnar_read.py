@@ -36,8 +36,20 @@ tested against, batch for batch and row for row.
 
 Batches of a range that start at or past ``end`` are not delivered: under read_committed they are
 only read for their markers (``CommittedFilter.look_ahead``), as the consumer and the Spark source
-did. ``read_on_for_markers`` reads further ranges for markers only when a read ends inside an open
-transaction (``spark.reading`` module doc: how far).
+did.
+
+**The end of a read** (``finish_read``, one per partition read, or per Spark slice): while the rule
+holds an open transaction, the read *reads on* for markers only (``read_on_for_markers``: plans of
+``LOOKAHEAD_BYTES`` from one past the last offset read, batches decoded without their records), so
+a bound never changes a fate. How far: with the remote last stable offset known, every
+transaction the filter still holds began below it, so remote storage holds its marker (none is
+open at its end) and the look-ahead stops at that marker; it may lie past the stable end (a
+transaction that began below it can end after a later one began), so the stable end does not
+bound the look-ahead. With the stable end unknown it reads at most ``LOOKAHEAD_MAX_BYTES`` (the
+gateway's default ``max_bytes_limit``, as its records endpoint does). Remote storage ending first
+leaves what is open undecided. Then ``ColumnarSelector.finish``; what is still held is logged as
+one warning naming the offset where read_committed stopped (the remote analogue of Kafka's LSO)
+and how many records are held back.
 """
 
 from __future__ import annotations
@@ -68,6 +80,8 @@ _SKIPPED_NAMES = pa.array([None, "aborted", "undecided", None, None], pa.string(
 _FATE_REASON = {Fate.DELIVER: DELIVER, Fate.ABORTED: ABORTED, Fate.UNDECIDED: UNDECIDED}
 #: plans of the marker look-ahead
 LOOKAHEAD_BYTES = 4 * 1024 * 1024
+#: read_committed with the stable end unknown: how far a read reads on for markers at most (module doc)
+LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024
 
 
 def decode_columnar_impl() -> Any:
@@ -356,3 +370,22 @@ def read_on_for_markers(
         if plan.next_offset <= offset:
             return
         offset = plan.next_offset
+
+
+def finish_read(client: GatewayClient, topic: str, partition: int, selector: ColumnarSelector) -> list[pa.RecordBatch]:
+    """End of a read of ``topic``-``partition`` (module doc): read on for markers while the rule
+    holds an open transaction (unbounded with the stable end known, else ``LOOKAHEAD_MAX_BYTES``),
+    then ``selector.finish()``; what is held back (``selector.undecided_records`` from
+    ``selector.first_undecided``) is logged once, as a warning. The remaining rows are returned."""
+    rule = selector.committed
+    if rule is not None and rule.undecided:
+        read_on_for_markers(client, topic, partition, selector.next_offset, selector,
+                            max_bytes=None if rule.stable_end is not None else LOOKAHEAD_MAX_BYTES)
+    out = selector.finish()
+    if selector.undecided_records and selector.first_undecided is not None:
+        log.warning(
+            "%s-%d: read_committed stopped at offset %d: %d records from there on are held back (a transaction there or "
+            "before is still open in remote storage: at or past its last stable offset, or its marker is not uploaded yet)",
+            topic, partition, selector.first_undecided, selector.undecided_records,
+        )
+    return out

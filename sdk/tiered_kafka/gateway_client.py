@@ -134,6 +134,24 @@ class Plan:
     last_stable_offset: int | None = None  # asked with read_committed: the remote LSO (None: unknown)
 
 
+def read_gap(plan: Plan, offset: int, end: int) -> PlanGap | None:
+    """The gap a read of [``offset``, ``end``) meets in ``plan`` (asked at ``offset``): the offsets
+    ``offset``..(its first range's first offset or ``end``) - 1 with ``plan.gap``'s reason; None
+    when the plan has no gap. The one rule of the bulk API and the Spark source.
+
+    Only ``plan.gap`` (recorded by the agent, or no remote segment holding the offset) is a gap.
+    A first range starting after ``offset`` without one is not: its segment holds no batch there
+    because compaction removed whole batches (or the segment's base offset lies below its first
+    batch), and a Kafka consumer passes such offsets silently (the broker's fetch answers from the
+    next batch, ``FetchCollector`` delivers what it gets; Spark's ``KafkaDataConsumer.fetchRecord``
+    skips an offset that is "still valid but invisible" and reports data loss only below the
+    earliest offset)."""
+    if plan.gap is None:
+        return None
+    first = plan.ranges[0].first_offset
+    return PlanGap(offset, max(offset, min(first, end) - 1), plan.gap.reason)
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteExtent:
     """Remote storage's extent. ``last_stable_offset``: the remote LSO

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import threading
 import time
@@ -468,9 +469,21 @@ def test_sparse_index_is_stored_read_back_and_backfilled(client: redis.Redis, re
     assert registry.find("orders", 3, 250).sparse_index == b"\x01\x02"
     assert not registry.add_files(entry(300, 399), [], sparse_index=b"\x01")  # not registered: nothing written
     assert registry.find("orders", 3, 350) is None
+
+
+
+def test_a_sparse_index_that_is_not_base64_reads_as_none_with_one_warning(client: redis.Redis, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
+    """Optional and derived (the gateway then plans from the batch index): never a failed lookup."""
+    registry.register(entry(100, 199, sparse_index=b"\x01\x02"))
+    registry.register(entry(200, 299, sparse_index=b"\x03"))
     client.hset(registry.keys("orders", 3).segment(100), "sparse_index", "%%%")
-    with pytest.raises(MalformedRegistryDataError, match="sparse_index"):
-        registry.find("orders", 3, 150)
+    caplog.set_level(logging.WARNING, logger="tiered_kafka.registry")
+    for _ in range(3):
+        found = registry.find("orders", 3, 150)
+        assert found is not None and found.sparse_index is None and found.base_offset == 100
+        assert [s.sparse_index for s in registry.segments("orders", 3)] == [None, b"\x03"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "sparse_index '%%%' is not base64; ignored" in warnings[0], warnings  # once per entry
 
 
 def test_malformed_coverage_is_reported_with_its_key(client: redis.Redis, registry: Registry) -> None:

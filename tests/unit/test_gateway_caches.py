@@ -45,11 +45,12 @@ def test_concurrent_loads_of_one_key_run_once_and_share_errors() -> None:
     threads = [threading.Thread(target=lambda: results.append(cache.get_or_load("k", load))) for _ in range(5)]
     for t in threads:
         t.start()
-    time.sleep(0.05)
+    time.sleep(0.2)
     release.set()
     for t in threads:
         t.join(5)
     assert results == [b"value"] * 5 and len(calls) == 1
+    assert (cache.misses, cache.hits) == (1, 4)  # only the load's owner missed; who waited for it caused no load
 
     def fail() -> bytes:
         raise OSError("S3 said no")

@@ -44,7 +44,9 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
                     at least 1 MiB apart with their base offsets, about 8 KiB per GiB of segment), as
                     base64 text; "" or absent when it has none. Written at registration when the agent
                     built a batch index, or later by ``add_files`` (``backfill-batch-index``); the
-                    gateway plans a segment's first read from it without an S3 request
+                    gateway plans a segment's first read from it without an S3 request. Optional
+                    and derived: text that is not base64 reads as None (a warning, once per entry),
+                    never an error of the lookup (the gateway then plans from the batch index)
 
 ``aborted_txns`` and ``control_records`` came later: an entry registered before them lacks them
 and reads as -1 (``open_txn_first_offset``, later still: -2; ``sparse_index``, later again: None). A segment holds aborted transactions when ``aborted_txns`` > 0.

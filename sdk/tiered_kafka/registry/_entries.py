@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from tiered_kafka.registry._layout import (
     parse_gap_member,
     segment_member,
 )
+
+log = logging.getLogger(__name__)
 
 
 # -- records -------------------------------------------------------------------------------------
@@ -196,15 +199,31 @@ class SegmentEntry:
         }
 
 
+#: (Redis key, object key) of entries whose bad ``sparse_index`` was logged; bounded (cleared when full)
+_warned_sparse_index: set[tuple[str | None, str]] = set()
+_WARNED_LIMIT = 4096
+
+
 def _sparse_index_field(fields: Mapping[str, str], key: str | None) -> bytes | None:
-    """The ``sparse_index`` field's bytes (base64 text; absent or empty: None)."""
+    """The ``sparse_index`` field's bytes (base64 text; absent or empty: None).
+
+    Decision: the field is optional and derived (the batch index holds the same and more), so text
+    that is not base64 degrades to None with a warning, logged once per entry, as the gateway
+    treats a sparse index whose CRC fails (``segment_indexes.sparse_index``): a lookup never fails
+    for it, and the agent's ``backfill-batch-index`` writes it anew (the entry reads as lacking one)."""
     text = fields.get("sparse_index")
     if not text:
         return None
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise MalformedRegistryDataError(f"{text[:40]!r} is not base64", key=key, field="sparse_index") from None
+        entry = (key, fields.get("object_key", "?"))
+        if entry not in _warned_sparse_index:
+            if len(_warned_sparse_index) >= _WARNED_LIMIT:
+                _warned_sparse_index.clear()
+            _warned_sparse_index.add(entry)
+            log.warning("registry: %s (%s): sparse_index %r is not base64; ignored (plans use the batch index)", key, entry[1], text[:40])
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,9 @@ Rules:
    small enough for N balanced partitions and each is one GET within the task's budget (#15: a plan
    asks ``range_bytes`` = ``max_bytes``, so it comes in as few ranges, hence GETs, as the batches
    allow); the gateway cuts them on batch boundaries.
-   A ``plan.gap`` (or a plan starting after the asked offset) inside the read is a
-   ``RemoteGapError`` unless ``failOnDataLoss=false`` (a warning; the read goes on after the gap).
+   A ``plan.gap`` inside the read is a ``RemoteGapError`` unless ``failOnDataLoss=false`` (a
+   warning; the read goes on after the gap); a plan starting after the asked offset without one is
+   compaction, passed silently as Spark's Kafka source does (``gateway_client.read_gap``).
    Remote storage ending before the ending offset (e.g. retention meanwhile) is an error.
 4. **Balancing.** The ranges, ordered by (topic, partition, offset), are cut into N contiguous
    runs whose byte sizes are as equal as the range boundaries allow (each cut at the range
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlannedRange
+from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlannedRange, read_gap
 from tiered_kafka.spark.options import (
     EARLIEST,
     Assign,
@@ -349,10 +350,9 @@ def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, f
             _warn(warnings, f"{name}: offsets {offset}..{min(err.earliest, end) - 1} are no longer in remote storage; skipped (failOnDataLoss=false)")
             offset = err.earliest
             continue
-        first = plan.ranges[0].first_offset
-        if plan.gap is not None or first > offset:
-            gap_end = min(first, end) - 1
-            reason = plan.gap.reason if plan.gap is not None else "the plan starts after the asked offset"
+        gap = read_gap(plan, offset, end)  # (a first range after the offset alone is compaction, not a gap)
+        if gap is not None:
+            gap_end, reason = gap.end_offset, gap.reason
             message = f"{name}: remote storage lacks offsets {offset}..{gap_end} ({reason})"
             if fail_on_data_loss:
                 raise RemoteGapError(

@@ -15,17 +15,10 @@ them Spark's columns. No Python object is made per record. Batches of at most ab
 
 **read_committed** (``kafka.isolation.level``): each slice is decided by the one rule,
 ``tiered_kafka.transactions.CommittedFilter``, fed with the slice's batches in offset order
-(aborted records and control records never become rows). Decision for a slice that ends inside
-an open transaction: the task *reads on* for markers only, planning through the gateway from the
-slice's last planned offset (plans of ``LOOKAHEAD_BYTES``), until every held transaction is
-decided or remote storage ends (a plan past its end), so a slice boundary never changes a fate.
-How far it reads on: with the stable end known, every transaction the filter still holds began
-below it, so remote storage holds its marker (none is open at its end) and the look-ahead stops at
-that marker. It may lie past the stable end (a transaction that began below it can end after a
-later one began), so the stable end does not bound the look-ahead. With the stable end unknown the
-look-ahead reads at most ``LOOKAHEAD_MAX_BYTES`` (the gateway's default ``max_bytes_limit``, as its
-records endpoint does); what is still open then is undecided. Such a partition is read by one
-slice only (``planning.make_tasks``), so the look-ahead runs once per partition, not per slice.
+(aborted records and control records never become rows). A slice that ends inside an open
+transaction *reads on* for markers only (``columnar_read.finish_read``: how far), so a slice
+boundary never changes a fate. A partition whose stable end is unknown is read by one slice only
+(``planning.make_tasks``), so its bounded look-ahead runs once per partition, not per slice.
 The executor cannot read ``.txnindex`` objects (the gateway plans ``.log`` ranges only), so
 markers are its only input; they decide exactly what the index would. A transaction still open at
 the end of remote data is undecided: its records and every record of the slice after its first
@@ -50,7 +43,6 @@ pools and TLS contexts (tens of milliseconds to build) serve every task the proc
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -59,7 +51,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tiered_kafka.columnar_read import ColumnarSelector, read_on_for_markers, read_range
+from tiered_kafka.columnar_read import ColumnarSelector, finish_read, read_range
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges
 from tiered_kafka.spark.arrow import spark_batch
 from tiered_kafka.spark.planning import GET_BYTES, PREFETCH, ReadTask, Slice
@@ -68,10 +60,7 @@ from tiered_kafka.transactions import CommittedFilter
 if TYPE_CHECKING:
     from tiered_kafka.format.columnar import ColumnarRange
 
-log = logging.getLogger(__name__)
-
 BATCH_BYTES = 16 * 1024 * 1024
-LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024  # stable end unknown: the gateway's default max_bytes_limit
 
 _clients: dict[tuple[str, str, str | None], GatewayClient] = {}
 _clients_lock = threading.Lock()
@@ -138,19 +127,9 @@ def _selector(task: ReadTask, piece: Slice) -> ColumnarSelector:
 
 
 def _finish(gateway: GatewayClient, piece: Slice, selector: ColumnarSelector) -> list[pa.RecordBatch]:
-    """End of a slice: read on for markers while a transaction is open (module doc: how far), then
-    what is still held is undecided (a warning names it)."""
-    if selector.committed is not None and selector.committed.undecided:
-        read_on_for_markers(gateway, piece.topic, piece.partition, selector.next_offset, selector,
-                            max_bytes=LOOKAHEAD_MAX_BYTES if piece.stable_end is None else None)
-    out = selector.finish()
-    if selector.undecided_records:
-        log.warning(
-            "tiered-kafka: %s-%d: %d records from offset %d on are not read: a transaction there or before is still open in "
-            "remote storage (read_committed: at or past the last stable offset, or its marker is not uploaded yet)",
-            piece.topic, piece.partition, selector.undecided_records, selector.first_undecided,
-        )
-    return out
+    """End of a slice: ``columnar_read.finish_read`` (reads on for markers while a transaction is
+    open; what is still held is undecided, and a warning names it)."""
+    return finish_read(gateway, piece.topic, piece.partition, selector)
 
 
 def _batches(task: ReadTask, piece: Slice, selected: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -14,11 +14,15 @@ import pyarrow as pa
 import pytest
 
 from tests.integration.spark.conftest import records_on_disk
-from tests.support.agent_env import wait_for
+from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.batches import build_v2
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, own_tiered_stack
-from tests.support.transactions import BASE_TIMESTAMP, COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
+from tests.support.transactions import BASE_TIMESTAMP, COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, recs, uploaded_transactional_log
 from tiered_kafka.bulk import BulkReader, bulk_schema, read_arrow, read_table
 from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError
+from tiered_kafka.format.log_config import LogConfig
+from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
 
@@ -147,6 +151,44 @@ def test_a_recorded_gap_is_an_error_unless_skipped_and_then_reported(stack: Tier
         assert offsets == [o for o in whole if not lost.base_offset <= o <= lost.last_offset]
         assert [(g.start_offset, g.end_offset, g.reason) for g in reader.gaps] == [(lost.base_offset, lost.last_offset, "test: segment lost")]
     assert read_table(url, cluster, GAPPY, end_offset=lost.base_offset).num_rows == lost.base_offset  # before the gap: unaffected
+
+
+def test_offsets_mapping_naming_partitions_the_topic_lacks_is_a_config_error(stack: TieredStack) -> None:
+    url, cluster = stack.gateway_url, stack.cluster
+    with pytest.raises(ConfigError, match=r"start_offset names partitions 3, 7 that topic 'bulk' does not have \(its partitions: 0, 1, 2\)"):
+        read_table(url, cluster, TOPIC, start_offset={0: 5, 7: 3, 3: 1})  # a typo never reads every partition from earliest
+    with pytest.raises(ConfigError, match=r"end_offset names partitions 9 that topic 'bulk' does not have"):
+        read_table(url, cluster, TOPIC, 0, end_offset={0: 10, 9: 1})
+    table = read_table(url, cluster, TOPIC, start_offset={2: 7}, end_offset={0: 3, 1: 2, 2: 9})  # unnamed: the default (earliest)
+    assert [(r["partition"], r["offset"]) for r in table.select(["partition", "offset"]).to_pylist()] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 7), (2, 8)]
+
+
+def write_compacted_log(directory: Path) -> None:
+    """A partition log as Kafka's cleaner leaves it: whole batches removed (offsets 5..9), and a
+    segment whose base offset (15) lies below its first batch (20); the active segment (25) stays local."""
+    plog = PartitionLog.create(directory, LogConfig(retention_ms=-1))
+    for base in (0, 10):
+        plog.append(build_v2(recs("a", 5, at=base), base_offset=base), assign_offsets=False)
+    plog.roll()
+    plog.append(build_v2(recs("b", 5, at=20), base_offset=20), assign_offsets=False)
+    plog.roll()
+    plog.append(build_v2(recs("c", 1, at=25), base_offset=25), assign_offsets=False)
+    plog.close()
+
+
+def test_offsets_compaction_removed_are_passed_not_gaps(tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
+    """As a Kafka consumer: a plan starting after the asked offset with no recorded gap is compaction."""
+    write_compacted_log(tmp_path / "logs" / "compacted-0")
+    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    registry = registry_for(settings)
+    with Agent(settings):
+        wait_for(lambda: [s.base_offset for s in registry.segments("compacted", 0)] == [0, 15], what="compacted segments uploaded")
+    present = [*range(0, 5), *range(10, 15), *range(20, 25)]
+    with gateway_server(settings, s3_server) as url, BulkReader(url, settings.cluster) as reader:
+        assert reader.read_table("compacted").column("offset").to_pylist() == present and reader.gaps == []
+        for start in (5, 15):  # inside the removed batches; a segment's base offset below its first batch
+            assert reader.read_table("compacted", 0, start_offset=start).column("offset").to_pylist() == [o for o in present if o >= start]
+        assert reader.read_table("compacted", 0, start_offset=6, end_offset=9).num_rows == 0  # only removed offsets: nothing, no error
 
 
 @pytest.fixture

@@ -133,6 +133,31 @@ def test_gaps_fail_unless_data_loss_is_allowed() -> None:
     assert collect_units(gateway, OffsetRange("t", 0, 0, 100), 5_000, True, [])  # type: ignore[arg-type]
 
 
+class CompactedGateway(FakeGateway):
+    """Batches of offsets ``removed`` are gone (Kafka's cleaner), with no recorded gap: a plan asked
+    inside them starts at the next batch, as the gateway's does."""
+
+    def __init__(self, segments: list[tuple[int, int]], removed: range) -> None:
+        super().__init__(segments)
+        self.removed = removed
+
+    def plan(self, topic: str, partition: int, offset: int, max_bytes: int) -> Plan:
+        plan = super().plan(topic, partition, self.removed.stop if offset in self.removed else offset, max_bytes)
+        ranges = tuple(r for r in plan.ranges if r.last_offset not in self.removed)
+        return Plan(topic, partition, offset, plan.object_key, plan.segment_base_offset, plan.segment_last_offset, ranges, plan.next_offset, 0, None)
+
+
+def test_offsets_compaction_removed_are_not_data_loss() -> None:
+    """As Spark's Kafka source (``KafkaDataConsumer``: an offset still valid but invisible is skipped):
+    a plan starting after the asked offset with no ``plan.gap`` is no gap, even with failOnDataLoss."""
+    gateway = CompactedGateway([(0, 99), (100, 199)], removed=range(100, 130))
+    warnings: list[str] = []
+    units = collect_units(gateway, OffsetRange("t", 0, 50, 200), 5_000, True, warnings)  # type: ignore[arg-type]
+    assert [u.planned.first_offset for u in units if u.planned.first_offset >= 100][0] == 130 and warnings == []
+    units = collect_units(gateway, OffsetRange("t", 0, 110, 200), 5_000, True, warnings)  # type: ignore[arg-type]
+    assert units[0].planned.first_offset == 130 and units[-1].planned.last_offset == 199 and warnings == []
+
+
 def test_remote_storage_ending_early_is_an_error() -> None:
     gateway = FakeGateway([(0, 99)])
     with pytest.raises(OffsetNotRemoteError, match="t-0: remote storage ends at offset 99 while the read asks up to 149"):
