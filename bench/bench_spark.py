@@ -265,6 +265,9 @@ def main() -> None:
     mb_ratio = best_raw / best2
     print(f"MB/s spark local[2] / raw presigned GETs: {mb_ratio:.2f}   goal >= 0.7: {'met' if mb_ratio >= 0.7 else 'NOT met'}   "
           f"({len(segments)} segments read with {raw_gets} GETs)")
+    mb_ceiling = best_raw / (cpu2.ours / cpus)
+    print(f"  bound: local[2] needs {cpu2.ours:.2f} CPU-s on these {cpus} CPUs (SeaweedFS included), at least {cpu2.ours / cpus:.2f} s of wall, "
+          f"so the ratio cannot exceed about {best_raw:.2f} s / {cpu2.ours / cpus:.2f} s = {mb_ceiling:.2f} here")
     gb = stored / 1e9
     print(f"CPU seconds per GB in the best local[2] round: Python workers {cpu2.by_kind.get('Python workers', 0.0) / gb:.2f}, "
           f"Spark JVM {cpu2.by_kind.get('Spark JVM', 0.0) / gb:.2f}  (local[1]: {cpu1.by_kind.get('Python workers', 0.0) / gb:.2f}, "
