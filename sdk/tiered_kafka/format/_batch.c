@@ -161,6 +161,27 @@ static PyObject *decompress_payload(const tk_batch *b, const uint8_t *payload, P
     return out;
 }
 
+int tk_check_header(const tk_batch *b, char *msg, size_t msg_size) {
+    if (b->record_count < 0) {
+        snprintf(msg, msg_size, "negative recordCount %d", b->record_count);
+        return -1;
+    }
+    if (b->last_offset_delta < 0) {
+        snprintf(msg, msg_size, "negative lastOffsetDelta %d", b->last_offset_delta);
+        return -1;
+    }
+    if (b->base_offset < 0) {
+        snprintf(msg, msg_size, "negative baseOffset %lld", (long long)b->base_offset);
+        return -1;
+    }
+    if (b->base_offset > INT64_MAX - b->last_offset_delta) {
+        snprintf(msg, msg_size, "baseOffset %lld + lastOffsetDelta %d is past the largest offset (int64)",
+                 (long long)b->base_offset, b->last_offset_delta);
+        return -1;
+    }
+    return 0;
+}
+
 int tk_open_batch(const uint8_t *batch, Py_ssize_t len, long long position, PyObject *decompress, tk_batch *b) {
     b->position = position;
     b->base_offset = (int64_t)tk_be64(batch);
@@ -174,8 +195,9 @@ int tk_open_batch(const uint8_t *batch, Py_ssize_t len, long long position, PyOb
     b->records_end = batch + len;
     b->owner = NULL;
     int codec = b->attributes & TK_ATTR_CODEC_MASK;
-    if (b->record_count < 0) {
-        tk_raise(CorruptRecordError, position, 1, b->base_offset, "negative recordCount %d", b->record_count);
+    char message[200];
+    if (tk_check_header(b, message, sizeof message) < 0) {
+        tk_raise(CorruptRecordError, position, 1, b->base_offset, "%s", message);
         return -1;
     }
     if (codec > 4) {
@@ -201,6 +223,18 @@ int tk_open_batch(const uint8_t *batch, Py_ssize_t len, long long position, PyOb
 
 void tk_close_batch(tk_batch *b) { Py_CLEAR(b->owner); }
 
+int tk_check_record(const tk_batch *b, tk_record *r) {
+    if (r->offset_delta < 0 || r->offset_delta > b->last_offset_delta) return TK_BAD_OFFSET_DELTA;
+    r->offset = b->base_offset + r->offset_delta;  /* no overflow: tk_check_header bounds baseOffset */
+    /* checked for LogAppendTime batches too (where the record's timestamp is maxTimestamp): a delta that
+     * cannot be added to its own batch's baseTimestamp is corrupt either way */
+    if (__builtin_add_overflow(b->base_timestamp, r->timestamp_delta, &r->timestamp)) return TK_BAD_TIMESTAMP;
+    if (b->attributes & TK_ATTR_TIMESTAMP_TYPE) r->timestamp = b->max_timestamp;
+    return 0;
+}
+
+static int check_only(void *ctx, const tk_batch *b, const tk_record *r) { return 0; }
+
 int tk_each_record(const tk_batch *b, tk_record_fn fn, void *ctx) {
     const uint8_t *p = b->records;
     tk_record r;
@@ -210,10 +244,17 @@ int tk_each_record(const tk_batch *b, tk_record_fn fn, void *ctx) {
             tk_raise(CorruptRecordError, b->position, 1, b->base_offset, "record %d of %d: %s", i, b->record_count, err);
             return -1;
         }
-        if (r.offset_delta < 0 || r.offset_delta > b->last_offset_delta) {
+        int bad = tk_check_record(b, &r);
+        if (bad == TK_BAD_OFFSET_DELTA) {
             tk_raise(CorruptRecordError, b->position, 1, b->base_offset,
                      "record %d: offsetDelta %d outside 0..lastOffsetDelta %d", i, r.offset_delta,
                      b->last_offset_delta);
+            return -1;
+        }
+        if (bad == TK_BAD_TIMESTAMP) {
+            tk_raise(CorruptRecordError, b->position, 1, b->base_offset,
+                     "record %d: baseTimestamp %lld + timestampDelta %lld overflows int64", i,
+                     (long long)b->base_timestamp, (long long)r.timestamp_delta);
             return -1;
         }
         if (fn(ctx, b, &r) < 0) return -1;
@@ -231,6 +272,8 @@ int tk_control_type(const tk_batch *b) {
     const uint8_t *p = b->records;
     tk_record r;
     const char *err = NULL;
+    /* every record checked as in a data batch (the reference decodes them all the same way) */
+    if (tk_each_record(b, check_only, NULL) < 0) return -1;
     if (b->record_count < 1 || tk_parse_record(&p, b->records_end, &r, &err) < 0 || r.key_len < 4) {
         tk_raise(CorruptRecordError, b->position, 1, b->base_offset, "control batch without a valid control record key");
         return -1;

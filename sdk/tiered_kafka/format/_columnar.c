@@ -110,8 +110,8 @@ static inline int put_binary(Buf *offsets, Buf *data, Bitmap *validity, const ui
 
 static int on_record(void *ctx, const tk_batch *b, const tk_record *r) {
     Out *o = ctx;
-    int64_t timestamp = (o->timestamp_type == 1) ? b->max_timestamp : b->base_timestamp + r->timestamp_delta;
-    PUT(&o->bufs[C_OFFSET], int64_t, b->base_offset + r->offset_delta);
+    int64_t timestamp = r->timestamp;  /* both checked by tk_check_record */
+    PUT(&o->bufs[C_OFFSET], int64_t, r->offset);
     PUT(&o->bufs[C_TIMESTAMP], int64_t, timestamp == TK_NO_TIMESTAMP ? 0 : timestamp);
     bitmap_put(&o->maps[M_TIMESTAMP], timestamp != TK_NO_TIMESTAMP);
     PUT(&o->bufs[C_TIMESTAMP_TYPE], int32_t, o->timestamp_type);
@@ -175,7 +175,7 @@ static int decode_batch(Out *o, const uint8_t *batch, Py_ssize_t len, long long 
         return -1;
     PUT(&o->bufs[C_B_POSITION], int64_t, position);
     PUT(&o->bufs[C_B_BASE_OFFSET], int64_t, b.base_offset);
-    PUT(&o->bufs[C_B_LAST_OFFSET], int64_t, b.base_offset + b.last_offset_delta);
+    PUT(&o->bufs[C_B_LAST_OFFSET], int64_t, b.base_offset + b.last_offset_delta);  /* bounded by tk_check_header */
     PUT(&o->bufs[C_B_PRODUCER_ID], int64_t, b.producer_id);
     PUT(&o->bufs[C_B_CONTROL], int8_t, (int8_t)control);
     PUT(&o->bufs[C_B_ROW_START], int64_t, row_start);
@@ -215,6 +215,7 @@ PyObject *tk_decode_columnar(PyObject *self, PyObject *args) {
     int include_headers;
     PyObject *decompress;
     if (!PyArg_ParseTuple(args, "y*LpO", &view, &position, &include_headers, &decompress)) return NULL;
+    if (tk_check_position(position, view.len) < 0) { PyBuffer_Release(&view); return NULL; }
     const uint8_t *data = view.buf;
     Py_ssize_t size = view.len, pos = 0, batches = 0;
     Out o;

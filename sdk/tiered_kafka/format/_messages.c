@@ -67,8 +67,7 @@ static int check_records(const tk_batch *b, Py_ssize_t *kv_bytes) {
     const char *err;
     Py_ssize_t sum = 0;
     for (int32_t i = 0; i < b->record_count; i++) {
-        if (tk_parse_record(&p, b->records_end, &r, &err) < 0) return -1;
-        if (r.offset_delta < 0 || r.offset_delta > b->last_offset_delta) return -1;
+        if (tk_parse_record(&p, b->records_end, &r, &err) < 0 || tk_check_record(b, &r) != 0) return -1;
         sum += (r.key_len > 0 ? r.key_len : 0) + (r.value_len > 0 ? r.value_len : 0);
     }
     if (p != b->records_end) return -1;
@@ -102,7 +101,8 @@ static int fast_batch(const uint8_t *data, Py_ssize_t size, Py_ssize_t pos, Entr
         .producer_id = (int64_t)tk_be64(batch + TK_PRODUCER_ID_OFFSET), .record_count = count,
         .records = batch + TK_HEADER_V2_SIZE, .records_end = data + stop, .owner = NULL,
     };
-    if (check_records(&b, kv_bytes) < 0) return -1;
+    char message[200];
+    if (tk_check_header(&b, message, sizeof message) < 0 || check_records(&b, kv_bytes) < 0) return -1;
     fill_entry(out, &b);
     out->records = pos + TK_HEADER_V2_SIZE;
     out->records_end = stop;
@@ -158,6 +158,7 @@ static PyObject *index_batches(PyObject *self, PyObject *args) {
     PyObject *decompress;
     int max_control;
     if (!PyArg_ParseTuple(args, "y*LOi", &view, &position, &decompress, &max_control)) return NULL;
+    if (tk_check_position(position, view.len) < 0) { PyBuffer_Release(&view); return NULL; }
     const uint8_t *data = view.buf;
     Py_ssize_t size = view.len, pos = 0, kv_bytes = 0;
     Entries e = {NULL, 0, 0};
@@ -318,7 +319,9 @@ static PyObject *build_messages(PyObject *self, PyObject *args) {
                 Py_CLEAR(out);
                 goto done;
             }
-            long long ms = x->timestamp_type ? x->max_timestamp : x->base_timestamp + r.timestamp_delta;
+            /* the record's checks passed in index_batches: no overflow (a different buffer wraps, no UB) */
+            long long ms = x->timestamp_type ? x->max_timestamp
+                                             : (long long)((uint64_t)x->base_timestamp + (uint64_t)r.timestamp_delta);
             if (ms == TK_NO_TIMESTAMP) ms = -1;
             if (!last_ts || ms != last_ms || x->timestamp_type != last_type) {  /* records of one ms share a tuple */
                 PyObject *ms_obj = PyLong_FromLongLong(ms);
@@ -329,7 +332,7 @@ static PyObject *build_messages(PyObject *self, PyObject *args) {
                 last_ms = ms;
                 last_type = x->timestamp_type;
             }
-            PyObject *offset = last_ts ? PyLong_FromLongLong(x->base_offset + r.offset_delta) : NULL;
+            PyObject *offset = last_ts ? PyLong_FromLongLong((long long)((uint64_t)x->base_offset + (uint64_t)r.offset_delta)) : NULL;
             PyObject *key = offset ? bytes_or_none(r.key, r.key_len) : NULL;
             PyObject *value = key ? bytes_or_none(r.value, r.value_len) : NULL;
             PyObject *headers = value ? headers_of(&r) : NULL;

@@ -22,6 +22,12 @@
  * record_batch's per-record path (_records.c); index_batches/build_messages make the consumer's
  * confluent_kafka Messages straight from a range's bytes (_messages.c). Shared batch/record parsing: _batch.c.
  * A magic 0/1 batch raises LegacyMagic: the callers take the Python path for it.
+ *
+ * The checks (stricter than Java's DefaultRecord.readFrom in places, e.g. a length below -1 or an offsetDelta
+ * outside 0..lastOffsetDelta is corrupt, as are offsets and timestamps past int64) are listed in
+ * tiered_kafka/format/default_record.py, the pure-Python reference that makes the same ones with the same
+ * messages. No signed arithmetic here may overflow: tk_check_header bounds baseOffset + lastOffsetDelta and
+ * tk_check_record adds timestamps with __builtin_add_overflow.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

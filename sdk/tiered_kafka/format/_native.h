@@ -46,6 +46,17 @@ static inline uint32_t tk_be32(const uint8_t *p) {
 }
 static inline uint16_t tk_be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 
+/* 0 when position (the absolute position of data[0]) is >= 0 and position + size fits int64; else -1 with
+ * ValueError set. */
+static inline int tk_check_position(long long position, Py_ssize_t size) {
+    if (position < 0 || position > INT64_MAX - (long long)size) {
+        PyErr_Format(PyExc_ValueError, "position %lld: must be 0 or more, and position + %zd bytes must fit int64",
+                     position, size);
+        return -1;
+    }
+    return 0;
+}
+
 uint32_t tk_crc32c(const uint8_t *p, size_t n);
 PyObject *tk_raise(PyObject *cls, long long position, int has_base, long long base_offset, const char *fmt, ...);
 int tk_frame_one(const uint8_t *data, Py_ssize_t size, Py_ssize_t pos, long long position, int verify,
@@ -67,12 +78,17 @@ typedef struct {
 typedef struct {
     int64_t timestamp_delta;
     int32_t offset_delta;
+    int64_t offset, timestamp;    /* set by tk_check_record */
     const uint8_t *key, *value;
     int32_t key_len, value_len;  /* -1 = null */
     int32_t header_count;
     const uint8_t *headers;       /* the first header; walk with tk_next_header */
 } tk_record;
 
+/* The header checks of a magic 2 batch beyond its framing (plain C, no GIL needed): 0, or -1 with a message
+ * naming the field in msg. recordCount >= 0, lastOffsetDelta >= 0, 0 <= baseOffset <= INT64_MAX -
+ * lastOffsetDelta (baseOffset is outside the CRC: one flipped bit must not give negative offsets). */
+int tk_check_header(const tk_batch *b, char *msg, size_t msg_size);
 int tk_open_batch(const uint8_t *batch, Py_ssize_t len, long long position, PyObject *decompress, tk_batch *b);
 void tk_close_batch(tk_batch *b);
 /* Parse the record at *pp (< end); 0 on success, -1 with *err set to a static message. */
@@ -80,6 +96,12 @@ int tk_parse_record(const uint8_t **pp, const uint8_t *end, tk_record *r, const 
 /* Read the header at *pp (already validated by tk_parse_record). */
 void tk_next_header(const uint8_t **pp, const uint8_t **key, int32_t *key_len, const uint8_t **value,
                     int32_t *value_len);
+/* Check a parsed record against its batch and set r->offset and r->timestamp (plain C): 0, or
+ * TK_BAD_OFFSET_DELTA (offsetDelta outside 0..lastOffsetDelta), TK_BAD_TIMESTAMP (baseTimestamp +
+ * timestampDelta overflows int64). */
+#define TK_BAD_OFFSET_DELTA 1
+#define TK_BAD_TIMESTAMP 2
+int tk_check_record(const tk_batch *b, tk_record *r);
 /* Decode and check all records of b, calling on_record for each; 0 or -1 with an exception set. */
 typedef int (*tk_record_fn)(void *ctx, const tk_batch *b, const tk_record *r);
 int tk_each_record(const tk_batch *b, tk_record_fn fn, void *ctx);

@@ -72,8 +72,8 @@ static int on_record(void *ctx, const tk_batch *b, const tk_record *r) {
     Record *rec = PyObject_New(Record, &RecordType);
     if (!rec) return -1;
     rec->key = rec->value = rec->headers = NULL;
-    rec->offset = b->base_offset + r->offset_delta;
-    rec->timestamp = c->timestamp_type == 1 ? b->max_timestamp : b->base_timestamp + r->timestamp_delta;
+    rec->offset = r->offset;  /* both checked by tk_check_record */
+    rec->timestamp = r->timestamp;
     rec->timestamp_type = c->timestamp_type;
     PyList_SET_ITEM(c->list, c->n++, (PyObject *)rec);  /* owned by the list from here on */
     if (!(rec->key = bytes_or_none(r->key, r->key_len)) || !(rec->value = bytes_or_none(r->value, r->value_len)) ||
@@ -269,6 +269,12 @@ static PyObject *frame(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (PyObject_GetBuffer(data_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (tk_check_position(position, view.len) < 0) { PyBuffer_Release(&view); return NULL; }
+    if (pos < 0 || pos > view.len) {
+        PyErr_Format(PyExc_ValueError, "frame: start %zd outside the data's 0..%zd", pos, view.len);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     const uint8_t *data = view.buf;
     Py_ssize_t size = view.len, count = 0, legacy = 0;
     PyObject *error = NULL;

@@ -18,6 +18,12 @@ Two implementations return equal results (``pa.RecordBatch.equals``):
 * ``"python"``: the reference, built on ``record_batch.iter_batches`` and its records, one Python
   object per record.
 
+Both raise the same error type with the same message for a corrupt batch: the record checks, and
+where they are stricter than Java's ``DefaultRecord.readFrom`` (lengths below -1, offsetDelta outside
+``0..lastOffsetDelta``, offsets or timestamps past int64), are stated in
+``tiered_kafka.format.default_record``; ``tests/unit/format/test_decoder_differential.py`` holds the
+two to it on randomly corrupted batches. A batch decompresses to at most 256 MiB (``format.codecs``).
+
 Decision: the environment variable ``TIERED_KAFKA_PURE_PYTHON=1`` selects the reference (here and in
 ``record_batch``, which loads the extension). Otherwise the extension must load: a missing build
 raises ImportError naming ``make install``, never a silent fall-back to a 30x slower path.
@@ -114,6 +120,7 @@ def decode_columnar(
     unknown-magic batch raises CorruptRecordError (TruncatedRecordError for a torn tail), an
     unknown codec UnsupportedCodecError. Nothing is skipped.
     """
+    record_batch.check_position(position, len(data) if not isinstance(data, memoryview) else data.nbytes)
     native = record_batch._native  # read at each call: record_batch.reference_paths() switches it off
     if native is not None and not _has_legacy_magic(data):
         try:

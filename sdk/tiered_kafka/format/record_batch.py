@@ -35,8 +35,13 @@ implementations, measured in ``bench/bench_decode.py`` and tested to yield ident
 * compiled (the default): ``tiered_kafka.format._native`` frames a buffer and checks its CRC-32Cs
   in one call per chunk of batches, and decodes a magic 2 batch's varint records into C record
   objects (the same checks as ``tiered_kafka.format.columnar``, which shares that C code);
-* reference (``TIERED_KAFKA_PURE_PYTHON=1``): the framing in Python, records decoded by aiokafka's
-  ``DefaultRecordBatch``. Magic 0/1 records always go through aiokafka's ``LegacyRecordBatch``.
+* reference (``TIERED_KAFKA_PURE_PYTHON=1``): the framing in Python, magic 2 records decoded by
+  ``tiered_kafka.format.default_record`` (the compiled path's checks, written again in Python; its
+  docstring states where both are stricter than Java). Magic 0/1 records always go through aiokafka's
+  ``LegacyRecordBatch``.
+
+Both raise the same error type with the same message for every corrupt batch (a test mutates
+valid batches at random to hold them to that), and return equal records otherwise.
 
 Decompression, in both, uses aiokafka's codec functions over cramjam (:func:`decompress`),
 including the xerial snappy framing Java producers write and Kafka's lz4 frame. A missing build
@@ -54,11 +59,13 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import crc32c
-from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from aiokafka.record.default_records import DefaultRecordBatch as _AioDefaultRecordBatch
 from aiokafka.record.legacy_records import LegacyRecordBatch as _AioLegacyRecordBatch
 
 from tiered_kafka.errors import CorruptRecordError, TruncatedRecordError, UnsupportedCodecError
+from tiered_kafka.format.codecs import decompress_bounded
+from tiered_kafka.format.default_record import BatchHeader
+from tiered_kafka.format.default_record import decode_records as decode_default_records
 
 #: Set to "1" to use the pure-Python reference paths here and in ``columnar``.
 PURE_PYTHON_ENV = "TIERED_KAFKA_PURE_PYTHON"
@@ -181,15 +188,13 @@ _INT16 = struct.Struct(">h").unpack_from
 
 
 def decompress(codec_id: int, payload: bytes | memoryview) -> bytes:
-    """The records block of a compressed batch, uncompressed (the extension calls this once per batch)."""
-    if codec_id == Codec.GZIP:
-        return gzip_decode(payload)
-    if codec_id == Codec.SNAPPY:
-        return snappy_decode(payload)  # raw blocks (librdkafka) or xerial framing (Java)
-    if codec_id == Codec.LZ4:
-        return lz4_decode(payload)  # Kafka's lz4 frame (KIP-57)
-    if codec_id == Codec.ZSTD:
-        return zstd_decode(payload)
+    """The records block of a compressed batch, uncompressed (the extension calls this once per batch).
+
+    At most ``codecs.MAX_DECOMPRESSED_BATCH_BYTES`` (256 MiB; the decision is in ``codecs``), else
+    ValueError (the decoders raise it as CorruptRecordError with the batch's position). Snappy: raw blocks (librdkafka) or xerial framing (Java); lz4: Kafka's lz4
+    frame (KIP-57)."""
+    if Codec.GZIP <= codec_id <= Codec.ZSTD:
+        return decompress_bounded(codec_id, payload)
     raise UnsupportedCodecError(f"unknown compression codec id {codec_id}")
 
 
@@ -201,7 +206,7 @@ if _native is not None:
 def reference_paths() -> Iterator[None]:
     """Within the block, this module and ``columnar`` take their pure-Python reference paths, as
     TIERED_KAFKA_PURE_PYTHON=1 selects them at import: for tests and benchmarks comparing both in one
-    process. (RecordBatch iteration takes aiokafka's decoders while no codec function is registered.)"""
+    process. (RecordBatch iteration takes the Python decoders while no codec function is registered.)"""
     global _native
     saved = _native
     if saved is None:
@@ -414,7 +419,7 @@ class RecordBatch(_native.BatchView if _native is not None else _PyBatchView):  
 
     def verify_crc(self) -> None:
         """Raise CorruptRecordError unless the stored CRC matches the batch's bytes."""
-        if _native is not None:
+        if _native is not None or self.magic >= 2:
             ok = self.compute_crc() == self.crc
         elif len(self.buffer) >= _LARGE_BATCH_CRC_THRESHOLD:
             ok = self.compute_crc() == self.crc
@@ -435,7 +440,15 @@ class RecordBatch(_native.BatchView if _native is not None else _PyBatchView):  
         return _AioLegacyRecordBatch(self.buffer, self.magic)
 
     def _decode_python(self) -> Iterator[Record]:
-        """The records through aiokafka's decoders (magic 0/1 always; magic 2 on the reference path)."""
+        """The records on the reference path: magic 2 through ``default_record`` (the compiled path's
+        checks, in Python), magic 0/1 through aiokafka's decoders (always)."""
+        if self.magic >= 2:
+            header = BatchHeader(
+                self.position, _INT64(self.buffer, 0)[0], self.attributes,
+                _INT32(self.buffer, LAST_OFFSET_DELTA_OFFSET)[0], self.base_timestamp, self.max_timestamp,
+                self.record_count,
+            )  # fmt: skip
+            return iter(decode_default_records(header, self.buffer[HEADER_V2_SIZE:], decompress))
         decoder = getattr(self, "_pending_decoder", None)
         self._pending_decoder = None
         if decoder is None or self._pending_for != bytes(self.buffer[:LOG_OVERHEAD]):
@@ -500,9 +513,16 @@ def iter_batches(
     view = data if isinstance(data, memoryview) else memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
+    check_position(position, len(view))
     if _native is not None:
         return _iter_batches_native(view, position, verify_crc, allow_truncated_tail)
     return _iter_batches_python(view, position, verify_crc, allow_truncated_tail)
+
+
+def check_position(position: int, size: int) -> None:
+    """ValueError unless ``position`` (of a buffer's first byte) is >= 0 and position + size fits int64."""
+    if position < 0 or position > 2**63 - 1 - size:
+        raise ValueError(f"position {position}: must be 0 or more, and position + {size} bytes must fit int64")
 
 
 #: Batches framed per call of the extension: growing, so that a caller stopping after the first

@@ -1,4 +1,4 @@
-"""record_batch's compiled per-record path against its reference (aiokafka's decoder, Python framing).
+"""record_batch's compiled per-record path against its reference (default_record's decoder, Python framing).
 
 Both must yield identical batches (position, magic, header fields) and identical records, and raise the
 same error types at the same positions.
@@ -17,7 +17,7 @@ import crc32c
 import pytest
 
 from bench.decode_data import CODECS, build_segment, generate_records
-from tests.support.batches import build_control, build_legacy, build_v2, sample_records
+from tests.support.batches import Rec, build_control, build_legacy, build_v2, sample_records
 from tests.unit.format.test_columnar import pure_python
 from tiered_kafka.errors import CorruptRecordError, TruncatedRecordError
 from tiered_kafka.format import record_batch
@@ -129,11 +129,75 @@ def test_corrupt_records_with_a_valid_crc() -> None:
                 list(batch)
 
 
-def test_reference_paths_really_use_aiokafka() -> None:
-    """The in-process switch the comparisons rely on yields aiokafka's records, not the extension's."""
+def test_reference_paths_really_use_the_python_decoder() -> None:
+    """The in-process switch the comparisons rely on yields the Python reference's records, not the extension's."""
     data = build_v2(sample_records(2))
     (batch,) = iter_batches(data)
     assert type(next(iter(batch))).__module__ == "tiered_kafka.format._native"
     with pure_python():
         (batch,) = iter_batches(data)
-        assert type(next(iter(batch))).__module__.startswith("aiokafka.")
+        assert type(next(iter(batch))).__module__ == "tiered_kafka.format.default_record"
+
+
+def _fix_crc(data: bytearray) -> bytes:
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def _all_paths_raise(data: bytes, match: str) -> None:
+    """Columnar and per-record decoding, compiled and reference, and the consumer's index: one error."""
+    from tiered_kafka.format.columnar import decode_columnar
+
+    for pure in (False, True):
+        with pure_python() if pure else contextlib.nullcontext():
+            with pytest.raises(CorruptRecordError, match=match):
+                decode_columnar(data)
+            with pytest.raises(CorruptRecordError, match=match):
+                [list(batch) for batch in iter_batches(data)]
+    with pytest.raises(CorruptRecordError, match=match):
+        record_batch._native.index_batches(data, 0, record_batch.decompress, 127)
+
+
+def test_offsets_past_int64_are_corrupt_not_wrapped() -> None:
+    """baseOffset is outside the CRC: a flipped bit near INT64_MAX must not give negative offsets."""
+    data = bytearray(build_v2(sample_records(2)))
+    struct.pack_into(">q", data, 0, 2**63 - 1)
+    _all_paths_raise(bytes(data), r"baseOffset 9223372036854775807 \+ lastOffsetDelta 1 is past the largest offset")
+    struct.pack_into(">q", data, 0, -5)
+    _all_paths_raise(bytes(data), "negative baseOffset -5")
+
+
+def test_timestamps_past_int64_are_corrupt() -> None:
+    data = bytearray(build_v2([Rec(b"k", b"v", 5), Rec(b"k", b"v", 2**40)]))
+    struct.pack_into(">q", data, 27, 2**63 - 10)  # baseTimestamp
+    _all_paths_raise(_fix_crc(data), r"record 1: baseTimestamp 9223372036854775798 \+ timestampDelta \d+ overflows int64")
+
+
+def test_an_empty_batch_with_a_negative_last_offset_delta_is_corrupt() -> None:
+    data = bytearray(build_v2([Rec(b"k", b"v", 5)], base_offset=100))[:61]
+    struct.pack_into(">i", data, 8, 49)  # batchLength: the header only
+    struct.pack_into(">i", data, 57, 0)  # recordCount
+    struct.pack_into(">i", data, 23, -50)  # lastOffsetDelta
+    _all_paths_raise(_fix_crc(data), "negative lastOffsetDelta -50")
+
+
+def test_frame_rejects_a_start_outside_the_data() -> None:
+    data = memoryview(build_v2(sample_records(1)))
+    for start in (-8, len(data) + 1, 10**12):
+        with pytest.raises(ValueError, match=f"start {start} outside the data's 0..{len(data)}"):
+            record_batch._native.frame(data, start, 0, True, 16, record_batch.RecordBatch)
+
+
+@pytest.mark.parametrize("position", [-1, 2**63 - 5])
+def test_positions_outside_int64_are_refused(position: int) -> None:
+    from tiered_kafka.format.columnar import decode_columnar
+
+    data = build_v2(sample_records(1))
+    for pure in (False, True):
+        with pure_python() if pure else contextlib.nullcontext():
+            with pytest.raises(ValueError, match=f"position {position}: must be 0 or more"):
+                decode_columnar(data, position=position)
+            with pytest.raises(ValueError, match=f"position {position}: must be 0 or more"):
+                list(iter_batches(data, position=position))
+    with pytest.raises(ValueError, match=f"position {position}: must be 0 or more"):
+        record_batch._native.index_batches(data, position, record_batch.decompress, 127)

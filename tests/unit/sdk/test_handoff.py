@@ -317,7 +317,12 @@ def test_the_handoff_delivers_what_the_model_says(world: World, mode: Mode, gap_
         machine = driver.machine
         assert machine.position == error.start
         driver.io(1)
-        assert driver.error == error or (driver.error is None and driver.failed_at is not None)
+        # The same gap at the same offset; its end may have grown when Kafka's retention moved after
+        # the machine last looked at the log start (the first error reported what it knew then).
+        again = driver.error
+        assert (again is not None and (again.start, again.reason) == (error.start, error.reason) and again.end >= error.end) or (
+            again is None and driver.failed_at is not None
+        )
 
 
 @pytest.mark.parametrize("mode", [pytest.param(m, id=m.value) for m in Mode])
