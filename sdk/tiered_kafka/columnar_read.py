@@ -66,7 +66,7 @@ import pyarrow.compute as pc
 from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError
 from tiered_kafka.format.record_batch import ControlRecordType, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.remote_read import decode_batch, fetch_range
+from tiered_kafka.remote_read import check_planned_range, decode_batch, fetch_range
 from tiered_kafka.transactions import CommittedFilter, Fate
 
 if TYPE_CHECKING:
@@ -101,20 +101,14 @@ def decode_planned(data: bytes | bytearray | memoryview, planned: PlannedRange, 
         raise
     batches = decoded.batches
     n = batches.num_rows
-    first = batches.column("base_offset")[0].as_py() if n else None
-    last = batches.column("last_offset")[n - 1].as_py() if n else None
-    if first != planned.first_offset or last != planned.last_offset:
-        found = f"{first}..{last}" if n else "nothing"
-        raise CorruptRecordError(
-            f"{object_key}: range {planned.range_header} should hold offsets {planned.first_offset}..{planned.last_offset}, holds {found}",
-            position=planned.start,
-        )
     unknown = batches.filter(pc.greater(batches.column("control"), int(max(ControlRecordType))))
-    if unknown.num_rows:  # as record_batch.RecordBatch.control_type: a marker is ABORT or COMMIT
-        raise CorruptRecordError(
-            f"{object_key}: control batch without a valid control record key (type {unknown.column('control')[0].as_py()})",
-            position=unknown.column("position")[0].as_py(), base_offset=unknown.column("base_offset")[0].as_py(),
-        )
+    check_planned_range(
+        planned,
+        object_key,
+        batches.column("base_offset")[0].as_py() if n else None,
+        batches.column("last_offset")[n - 1].as_py() if n else None,
+        (unknown.column("position")[0].as_py(), unknown.column("base_offset")[0].as_py(), unknown.column("control")[0].as_py()) if unknown.num_rows else None,
+    )
     return decoded
 
 

@@ -74,6 +74,24 @@ def decode_batch(batch: RecordBatch, with_records: bool = True) -> DecodedBatch:
     )
 
 
+def check_planned_range(planned: PlannedRange, object_key: str, first: int | None, last: int | None, bad_control: tuple[int, int, int] | None) -> None:
+    """The read-plan promise for one decoded range (DESIGN.md contract 3), for every decoder of it:
+    ``CorruptRecordError`` naming the object unless its batches hold exactly
+    ``planned.first_offset..last_offset`` (``first``/``last``: the first batch's base offset and the
+    last batch's last offset, None when it holds none) and every control batch's type is a
+    ``ControlRecordType`` (``bad_control``: the first that is not, as (position, base offset, type);
+    as ``record_batch.RecordBatch.control_type``: a marker is ABORT or COMMIT)."""
+    if first != planned.first_offset or last != planned.last_offset:
+        found = f"{first}..{last}" if first is not None else "nothing"
+        raise CorruptRecordError(
+            f"{object_key}: range {planned.range_header} should hold offsets {planned.first_offset}..{planned.last_offset}, holds {found}",
+            position=planned.start,
+        )
+    if bad_control is not None:
+        position, base, kind = bad_control
+        raise CorruptRecordError(f"{object_key}: control batch without a valid control record key (type {kind})", position=position, base_offset=base)
+
+
 def decode_range(data: bytes, planned: PlannedRange, *, object_key: str) -> list[DecodedBatch]:
     """Every batch of a fetched range, CRC-checked, in offset order.
 
@@ -85,12 +103,7 @@ def decode_range(data: bytes, planned: PlannedRange, *, object_key: str) -> list
     except CorruptRecordError as err:
         err.args = (f"{object_key}: {err}",)
         raise
-    if not batches or batches[0].base_offset != planned.first_offset or batches[-1].last_offset != planned.last_offset:
-        found = f"{batches[0].base_offset}..{batches[-1].last_offset}" if batches else "nothing"
-        raise CorruptRecordError(
-            f"{object_key}: range {planned.range_header} should hold offsets {planned.first_offset}..{planned.last_offset}, holds {found}",
-            position=planned.start,
-        )
+    check_planned_range(planned, object_key, batches[0].base_offset if batches else None, batches[-1].last_offset if batches else None, None)
     return batches
 
 

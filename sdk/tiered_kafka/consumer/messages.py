@@ -54,7 +54,7 @@ from tiered_kafka.columnar_read import decode_planned
 from tiered_kafka.errors import CorruptRecordError
 from tiered_kafka.format import record_batch
 from tiered_kafka.format.record_batch import ControlRecordType, decompress
-from tiered_kafka.remote_read import DecodedBatch
+from tiered_kafka.remote_read import DecodedBatch, check_planned_range
 
 if TYPE_CHECKING:
     from tiered_kafka.format.columnar import ColumnarRange
@@ -239,15 +239,7 @@ def range_messages(topic: str, partition: int, data: bytes, planned: PlannedRang
             raise
         else:
             batches, rows, _plain, first, last, _last_base, kv_bytes, bad = info
-            if first != planned.first_offset or last != planned.last_offset:
-                found = f"{first}..{last}" if batches else "nothing"
-                raise CorruptRecordError(
-                    f"{object_key}: range {planned.range_header} should hold offsets {planned.first_offset}..{planned.last_offset}, holds {found}",
-                    position=planned.start,
-                )
-            if bad is not None:  # as record_batch.RecordBatch.control_type: a marker is ABORT or COMMIT
-                position, base, kind = bad
-                raise CorruptRecordError(f"{object_key}: control batch without a valid control record key (type {kind})", position=position, base_offset=base)
+            check_planned_range(planned, object_key, first if batches else None, last if batches else None, bad)
             slice_rows = max(1, min(SLICE_ROWS, rows, SLICE_BYTES * rows // max(1, kv_bytes)))
             held = len(data) + sum(map(len, payloads or ())) + slice_rows * MESSAGE_OVERHEAD + kv_bytes * slice_rows // max(1, rows)
             return _NativeRange(topic, partition, data, index, payloads, info, slice_rows), held
