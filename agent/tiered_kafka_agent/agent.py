@@ -7,7 +7,10 @@
 - Uploads are bounded across partitions by ``upload.max_concurrent_segments`` and, within a
   multipart file, by ``s3.part_concurrency``. Each partition has its own thread, so a slow or
   failing S3 call (retried with backoff) holds only its own partition and one upload slot.
-- Losing leadership stops a partition's uploader after the segment in flight.
+- Losing leadership stops a partition's uploader after the segment in flight. Leadership
+  callbacks only schedule: they never wait for an uploader. When leadership comes back before
+  the stopped uploader has finished, the new uploader waits for it in its own thread
+  (``PartitionUploader._await_predecessor``), so one slow partition never delays another's change.
 - Remote retention runs every ``remote_retention.interval_s`` (``retention``).
 """
 
@@ -168,6 +171,8 @@ class Agent:
         with self._lock:
             if self._stopped.is_set():
                 return
+            for name in [n for n, u in self._retiring.items() if not u.thread.is_alive()]:
+                del self._retiring[name]  # finished: nothing left to wait for
             for name in list(self._uploaders):
                 if name not in wanted:
                     log.info("leadership of %s moved away: finishing the upload in flight, then stopping", name)
@@ -177,9 +182,9 @@ class Agent:
                     self.metrics.forget_partition(*_split(name))
             for name, tp in wanted.items():
                 if name not in self._uploaders:
+                    # leadership came back while the stopped uploader may still finish its segment in
+                    # flight: the new one waits for it in its own thread (never here, under the lock)
                     previous = self._retiring.pop(name, None)
-                    if previous is not None:  # leadership came back: never two uploaders on one partition
-                        previous.join()
                     uploader = PartitionUploader(
                         tp.topic,
                         tp.partition,
@@ -191,6 +196,7 @@ class Agent:
                         self.retry,
                         self.settings.upload.rescan_interval_s,
                         self.settings.upload.max_concurrent_segments,
+                        predecessor=previous,
                     )
                     self._uploaders[name] = uploader
                     uploader.start()

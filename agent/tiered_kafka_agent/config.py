@@ -43,12 +43,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -80,7 +80,7 @@ class RedisSettings(BaseModel):
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
         if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {value!r}")
+            raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {redact_url(value)!r}")
         return value
 
 
@@ -244,8 +244,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> AgentSettings:
     values = _merge(values, overrides)
     try:
         return AgentSettings(**values)
-    except Exception as err:  # pydantic.ValidationError
-        raise ConfigError(f"invalid agent configuration: {err}") from err
+    except ValidationError as err:
+        raise ConfigError(f"invalid agent configuration: {describe_validation_error(err)}") from None
+
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

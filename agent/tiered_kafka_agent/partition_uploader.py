@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 NOT_READY_RETRY_S = 0.05
 SNAPSHOT_GRACE_S = 2.0  # how long a rolled segment waits for the broker's snapshot (local_segments)
 MAX_WINDOW = 4
+PREDECESSOR_WARN_S = 30.0  # how often a new uploader still waiting for the previous one says so
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class PartitionUploader:
         retry: RetryPolicy,
         rescan_interval_s: float,
         upload_window: int = 1,
+        predecessor: PartitionUploader | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -116,6 +118,10 @@ class PartitionUploader:
         self.window = max(1, min(MAX_WINDOW, upload_window))
         self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
         self.thread = threading.Thread(target=self.run, name=f"upload-{self.name}", daemon=True)
+        self._predecessor = predecessor
+        self._predecessor_done = threading.Event()
+        if predecessor is None:
+            self._predecessor_done.set()
 
     # -- control ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,7 +143,36 @@ class PartitionUploader:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def waiting_for_predecessor(self) -> bool:
+        """True until the previous uploader of this partition (see ``_await_predecessor``) has ended."""
+        return not self._predecessor_done.is_set()
+
+    def _await_predecessor(self) -> None:
+        """Wait, in this uploader's own thread, for the partition's previous uploader to end.
+
+        Leadership that comes back while the uploader it stopped still finishes its segment in
+        flight must never give the partition two uploaders (their watermarks would race), and the
+        wait must never hold up leadership handling for other partitions: the agent hands the old
+        uploader over as ``predecessor`` instead of joining it in its leadership callback. The wait
+        has no deadline (giving up would mean two uploaders); a warning every
+        ``PREDECESSOR_WARN_S`` names the partition. It is unconditional, even when this uploader
+        is itself stopped meanwhile, so that a chain of quick leadership flips still ends each
+        uploader before its successor starts."""
+        previous = self._predecessor
+        if previous is None:
+            return
+        started = time.monotonic()
+        while True:
+            previous.join(PREDECESSOR_WARN_S)
+            if not previous.thread.is_alive():
+                break
+            log.warning("%s: still waiting for the previous uploader to finish its segment in flight (%.0fs)", self.name, time.monotonic() - started)
+        self._predecessor = None
+        self._predecessor_done.set()
+
     def run(self) -> None:
+        self._await_predecessor()
         log.info("uploading %s", self.name)
         while not self._stop.is_set():
             self._wake.clear()

@@ -237,8 +237,22 @@ class BackgroundLoads:
                     self._pending.discard(key)
                     self._idle.notify_all()
 
-        self._pool.submit(run)
+        try:
+            self._pool.submit(run)
+        except RuntimeError:  # closed (the app is shutting down): refused like a full queue
+            with self._lock:
+                self._pending.discard(key)
+                self._idle.notify_all()
+            return False
         return True
+
+    def close(self) -> None:
+        """Stop the worker threads (the app's shutdown): loads not started are dropped, the ones
+        running finish first. Later ``submit`` calls are refused."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._pending.clear()
+            self._idle.notify_all()
 
     def wait_idle(self, timeout_s: float = 30.0) -> bool:
         """Block until no load is pending (tests and benchmarks); False on timeout."""

@@ -36,11 +36,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
@@ -124,8 +124,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> GatewaySettings
     values.update(overrides)
     try:
         return GatewaySettings(**values)
-    except Exception as err:  # pydantic.ValidationError
-        raise ConfigError(f"invalid gateway configuration: {err}") from err
+    except ValidationError as err:  # its own text would quote the inputs, secrets included
+        raise ConfigError(f"invalid gateway configuration: {describe_validation_error(err)}") from None
 
 
 @functools.cache

@@ -14,7 +14,7 @@ import queue
 import threading
 import uuid
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -97,16 +97,23 @@ def _close_at_exit() -> None:
     close_pools()
 
 
-def close_pools() -> None:
-    """Close every pool's consumers: on the app's shutdown, and at interpreter exit.
+def close_pools(cluster_names: Iterable[str] | None = None) -> None:
+    """Close the consumers of the pools of ``cluster_names`` (every pool when None): on the app's
+    shutdown (``app.lifespan``, its own clusters), and at interpreter exit (every pool).
 
     A consumer left to Python's finalization is destroyed by librdkafka while the interpreter is
     shutting down, which was seen to spin forever (``rd_kafka_consumer_close`` from
-    ``Consumer_dealloc``), so that a process that used the pool never exited."""
+    ``Consumer_dealloc``), so that a process that used the pool never exited. A later call for a
+    closed cluster makes a new pool (another app of the same process may still serve it)."""
     with _POOLS_LOCK:
-        pools = list(_ALL_POOLS)
-        _POOLS.clear()
-        _ALL_POOLS.clear()
+        if cluster_names is None:
+            pools = list(_ALL_POOLS)
+            _POOLS.clear()
+            _ALL_POOLS.clear()
+        else:
+            pools = [pool for name in cluster_names if (pool := _POOLS.pop(name, None)) is not None]
+            for pool in pools:
+                _ALL_POOLS.remove(pool)
     for pool in pools:
         pool.close()
 

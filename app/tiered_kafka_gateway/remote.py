@@ -127,6 +127,14 @@ class ClusterReader(SegmentIndexes):
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
         self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 2, lambda found: 64)
 
+    def close(self) -> None:
+        """Release what this reader holds (the app's shutdown, ``app.lifespan``): the background
+        loads' threads, the Redis connection pool and the S3 client's HTTP connections."""
+        self._loads.close()
+        self.redis.close()
+        self.redis.connection_pool.disconnect()  # every pooled connection, idle or not
+        self.s3.close()  # botocore: closes the endpoint's urllib3 pool
+
     def wait_for_background_loads(self, timeout_s: float = 30.0) -> bool:
         """Block until the batch indexes fetched in the background have landed (tests, benchmarks)."""
         return self._loads.wait_idle(timeout_s)

@@ -9,11 +9,21 @@ It starts a local[2] SparkSession (quiet logs; ~10-20 s), prints per partition t
 the first and last offsets and the bytes of keys and values, runs
 ``tiered_kafka.spark.backfill`` into ``output_dir/parquet`` and prints the count check. A session
 that was already active is used and left running; one started here is stopped.
+
+The SIGINT handler in force before is restored on the way out (``sigint_handler_kept``):
+PySpark's SparkContext, created in the main thread, installs its own handler, which cancels the
+context's jobs and raises KeyboardInterrupt, and leaves it installed after ``spark.stop()``; a
+later Ctrl-C then called ``cancelAllJobs`` on a stopped context and printed a traceback instead
+of stopping the stack in order.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -22,7 +32,26 @@ from tiered_kafka.registry import Registry
 from tiered_kafka.spark.backfill import backfill
 
 
+@contextlib.contextmanager
+def sigint_handler_kept() -> Iterator[None]:
+    """Put back, on exit, the SIGINT handler in force on entry (see the module docstring).
+
+    Only the main thread can set handlers; a handler not installed from Python (``getsignal``
+    gives None) cannot be put back and is left alone."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
+
+
 def spark_demo(gateway_url: str, cluster: str, topic: str, redis_url: str, output_dir: Path) -> None:
+    with sigint_handler_kept():
+        _spark_demo(gateway_url, cluster, topic, redis_url, output_dir)
+
+
+def _spark_demo(gateway_url: str, cluster: str, topic: str, redis_url: str, output_dir: Path) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 

@@ -18,8 +18,15 @@ What it does today:
 8. reads the topic with Spark through ``format("tiered-kafka")`` and backfills it to Parquet,
    checking the row counts against the registry (``tiered_kafka_dev.spark_demo``; ``--no-spark``
    skips it);
-9. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C, which stops
-   the gateway, the agent, then the broker, then the services.
+9. prints how to reach everything (also as ``export`` lines) and runs until Ctrl-C.
+
+Stopping (Ctrl-C or SIGTERM; also after an error or ``--exit-after-demo``) closes things in one
+order, whatever order they were started in (``shutdown_stages``): the readers (the demo's Redis
+client, Spark's temporary directory), the gateway, the agent, the broker (then its log.dir), the
+services. A signal while the demo runs interrupts it (KeyboardInterrupt, exit code 130) and stops
+the same way; once the stack is up and waiting, it exits 0. A second signal while stopping is
+ignored, so the shutdown is never cut short half-way. The Spark stage restores the SIGINT handler
+that PySpark replaces (``spark_demo.sigint_handler_kept``).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +69,23 @@ CLUSTER = "local"
 S3_PREFIX = "tiered"
 ENTROPY_BITS = 3
 UPLOAD_WAIT_S = 60.0
+
+
+SHUTDOWN_ORDER = ("readers", "gateway", "agent", "broker", "services")
+
+
+@contextlib.contextmanager
+def shutdown_stages(stopping: Callable[[], object] | None = None) -> Iterator[dict[str, contextlib.ExitStack]]:
+    """One ExitStack per stage of ``SHUTDOWN_ORDER``; on exit ``stopping()`` runs, then the stages
+    close in that order (within a stage, last registered first), whatever order things were
+    registered in."""
+    with contextlib.ExitStack() as outer:
+        stages: dict[str, contextlib.ExitStack] = {}
+        for name in reversed(SHUTDOWN_ORDER):  # the last entered is the first closed
+            stages[name] = outer.enter_context(contextlib.ExitStack())
+        if stopping is not None:
+            outer.callback(stopping)
+        yield stages
 
 
 class DemoError(Exception):
@@ -311,33 +336,41 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     stop = threading.Event()
+    waiting = threading.Event()  # the demo is done: a signal now only ends the wait
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():
+            return  # already stopping: never cut the shutdown short
+        stop.set()
+        if not waiting.is_set():
+            raise KeyboardInterrupt  # interrupt the demo where it is; the stages then unwind in order
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
-        # The ExitStack unwinds in reverse: the agent stops first, then the broker, then the services.
-        with contextlib.ExitStack() as stack:
+        with shutdown_stages(stop.set) as stages:  # stop set first: a signal while stopping is ignored
             services = []
             for launcher in (RedisServer, ZooKeeperServer, S3Server):
                 print(f"starting {launcher.__name__} ...", file=sys.stderr, flush=True)
-                services.append(stack.enter_context(launcher()))
+                services.append(stages["services"].enter_context(launcher()))
             redis_server = next(s for s in services if isinstance(s, RedisServer))
             zookeeper = next(s for s in services if isinstance(s, ZooKeeperServer))
             s3 = next(s for s in services if isinstance(s, S3Server))
             bucket = s3.create_bucket(DEMO_BUCKET)
-            log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-logs-")))
+            log_dir = Path(stages["broker"].enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-logs-")))
             broker: BrokerThread = Broker(BrokerConfig(log_dir=log_dir, zookeeper_connect=zookeeper.hosts)).run_in_thread()
-            stack.callback(broker.stop)
+            stages["broker"].callback(broker.stop)
             bootstrap = broker.broker.bootstrap_servers
 
             print("starting the agent ...", file=sys.stderr, flush=True)
             metrics_port = free_ports(1)[0]
             settings = agent_settings(log_dir, broker.broker.node_id, redis_server, zookeeper, s3, bucket, metrics_port)
             agent = Agent(settings)
-            stack.callback(agent.stop)
+            stages["agent"].callback(agent.stop)
             agent.start()
             metrics_url = f"http://{settings.metrics.host}:{metrics_port}/metrics"
             registry_client: Any = redis.Redis.from_url(redis_server.url)
-            stack.callback(registry_client.close)
+            stages["readers"].callback(registry_client.close)
             registry = Registry(registry_client, CLUSTER)
 
             exports: dict[str, str] = {"TIERED_KAFKA_BOOTSTRAP_SERVERS": bootstrap}
@@ -358,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             show_uploads(entries, registry, log_dir, bucket, s3, metrics_url)
             print("starting the gateway ...", file=sys.stderr, flush=True)
             gateway = GatewayServer(gateway_settings(redis_server, s3, bucket, bootstrap), free_ports(1)[0])
-            stack.callback(gateway.stop)
+            stages["gateway"].callback(gateway.stop)
             print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/docs)")
             exports["TIERED_KAFKA_GATEWAY_URL"] = gateway.url
             read_through_gateway(gateway.url, entries, args.records // 2)
@@ -369,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                 print()
                 from tiered_kafka_dev.spark_demo import spark_demo
 
-                spark_demo(gateway.url, CLUSTER, DEMO_TOPIC, redis_server.url, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-spark-"))))
+                spark_dir = Path(stages["readers"].enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-spark-")))
+                spark_demo(gateway.url, CLUSTER, DEMO_TOPIC, redis_server.url, spark_dir)
             print()
             for key, value in exports.items():
                 print(f"export {key}={shlex.quote(value)}")
@@ -377,10 +411,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.exit_after_demo:
                 print("stopping ...", file=sys.stderr, flush=True)
                 return 0
+            waiting.set()
             print("\nRunning; press Ctrl-C to stop.", file=sys.stderr, flush=True)
             stop.wait()
             print("stopping ...", file=sys.stderr, flush=True)
         return 0
+    except KeyboardInterrupt:  # a signal during the demo (ours, or PySpark's during the Spark stage)
+        print("interrupted: stopped", file=sys.stderr, flush=True)
+        return 130
     except (ServiceError, TieredKafkaError, DemoError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 
@@ -74,3 +74,19 @@ def check_regexes(patterns: Iterable[str], what: str = "regex") -> None:
             re.compile(pattern)
         except re.error as err:
             raise ValueError(f"invalid {what} {pattern!r}: {err}") from None
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """Every problem of ``err`` as ``dotted.name: message``, without the input values.
+
+    pydantic's own text quotes each invalid input (``input_value=...``), which can be a secret:
+    a Redis URL with its password, or a whole ``s3`` section with its secret key when a field
+    beside it is missing. The messages of our own validators never quote a secret
+    (``tiered_kafka_agent.config.redact_url``). Callers raise their ConfigError ``from None``,
+    so pydantic's text stays out of tracebacks too.
+    """
+    problems = []
+    for error in err.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(settings)"
+        problems.append(f"{where}: {error['msg']}")
+    return f"{len(problems)} problem(s): " + "; ".join(problems)

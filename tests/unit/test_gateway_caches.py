@@ -70,3 +70,15 @@ def test_background_loads_run_once_per_key_and_are_bounded() -> None:
     gate.set()
     assert loads.wait_idle(5) and ran == ["a", "b"]
     assert loads.submit("d", lambda: 1 / 0) and loads.wait_idle(5)  # a failure is logged, not raised
+
+
+def test_background_loads_close_ends_their_threads_and_refuses_later_loads() -> None:
+    loads = BackgroundLoads(workers=2)
+    workers = set(loads._pool._threads)
+    assert len(workers) == 2 and all(t.is_alive() for t in workers)  # started at construction
+    ran: list[str] = []
+    assert loads.submit("a", lambda: ran.append("a")) and loads.wait_idle(5)
+    loads.close()
+    assert ran == ["a"]
+    assert not any(t.is_alive() for t in workers)
+    assert not loads.submit("b", lambda: ran.append("b")) and loads.wait_idle(0.1)  # refused, nothing pending
