@@ -5,12 +5,15 @@
   with the options and schema of Spark's Kafka source.
 - ``options``: option parsing and validation; ``planning``: offsets, plans, balancing by bytes;
   ``arrow``: records → Arrow batches; ``reading``: what executors run.
+- ``streaming``: ``spark.readStream.format("tiered-kafka")`` (micro-batches, Kafka source's
+  offsets and limits); ``stream_planning``: its offsets, limits and micro-batch plans.
 - ``session.local_session``: a local SparkSession set up for this project (tests, bench, demo).
 - ``backfill``: ``python -m tiered_kafka.spark.backfill``, a topic's remote history to Parquet,
   row counts checked against the registry.
 
-pyspark is imported only by ``datasource``, ``session`` and ``backfill`` (and lazily here), so
-``options``, ``planning``, ``arrow`` and ``reading`` load without it (they need pyarrow).
+pyspark is imported only by ``datasource``, ``streaming``, ``session`` and ``backfill`` (and lazily
+here), so ``options``, ``planning``, ``stream_planning``, ``arrow`` and ``reading`` load without it
+(they need pyarrow).
 """
 
 from __future__ import annotations

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from tiered_kafka.spark.arrow import spark_schema
-from tiered_kafka.spark.options import ReadOptions, parse_options
+from tiered_kafka.spark.options import OptionError, ReadOptions, parse_options
 from tiered_kafka.spark.planning import ReadTask, plan_source
 from tiered_kafka.spark.reading import read_task
 
@@ -64,11 +64,30 @@ class TieredKafkaDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        options = parse_options(self.options)
+        """Spark's Kafka schema; options valid neither for a batch read nor for a stream fail here
+        (``load()``). PySpark asks the schema the same way for both, so a batch-only rule (e.g.
+        ``startingOffsets=latest``) fails when the batch read is planned (its first action)."""
+        try:
+            options = parse_options(self.options)
+        except OptionError:
+            try:
+                options = parse_options(self.options, streaming=True)
+            except OptionError:
+                pass
+            else:
+                return spark_schema(options.include_headers, options.include_control_records)
+            raise
         return spark_schema(options.include_headers, options.include_control_records)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TieredKafkaReader(parse_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("tiered-kafka")`` (``streaming`` module doc)."""
+        from tiered_kafka.spark.stream_planning import parse_stream_options
+        from tiered_kafka.spark.streaming import TieredKafkaStreamReader
+
+        return TieredKafkaStreamReader(parse_stream_options(self.options))
 
 
 class TieredKafkaReader(DataSourceReader):

@@ -37,6 +37,8 @@ Ours (the gateway that plans the reads):
     ``tiered.gateway.url``   e.g. ``http://gateway:8080`` (required)
     ``tiered.cluster``       the Kafka cluster's name in the gateway (required)
     ``tiered.gateway.token`` bearer token, when the gateway has auth enabled
+    ``tiered.mode``          ``REMOTE_ONLY`` (the default, and the only mode supported yet; other
+                             ``tiered_kafka.modes`` values are an error, never silently remote-only)
     ``tiered.includeControlRecords``  internal (used by the backfill's row-count check): ``true``
                              adds a string column ``skipped`` and emits one row (key/value null)
                              per record a read leaves out: ``control`` (a marker), ``aborted``
@@ -52,7 +54,7 @@ Decisions:
   except ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Kafka's) or
   ``read_committed`` (aborted transactions left out by ``tiered_kafka.transactions``; what a task
   does at its slice's end is in the ``reading`` module doc). Control records are never rows.
-  Streaming-only options are ignored in batch reads, as Spark does. Other unknown options are
+  Streaming-only options are ignored in batch reads, as Spark does (streams: ``streaming`` module). Other unknown options are
   ignored with a warning naming them (a typo would otherwise silently change nothing).
 - An unknown topic or partition (not served by the gateway) is an error, also for ``subscribe``.
 """
@@ -100,6 +102,7 @@ KNOWN_OPTIONS = frozenset(
         "tiered.cluster",
         "tiered.gateway.token",
         "tiered.includeControlRecords",
+        "tiered.mode",
     )
 )
 #: Spark Kafka options that do not apply to a batch read of remote storage (ignored, as Spark ignores them)
@@ -203,11 +206,18 @@ class ReadOptions:
     read_committed: bool = False
     ignored: tuple[str, ...] = field(default=())
 
-    def topic_partitions(self, available: Mapping[str, list[int]]) -> list[TopicPartition]:
+    def topic_partitions(self, available: Mapping[str, list[int]], *, strict: bool = True) -> list[TopicPartition]:
         """The partitions to read, sorted, given the gateway's ``topics()`` (topic → partitions).
 
-        Unknown topics or partitions raise :class:`OptionError` naming the option."""
+        Unknown topics or partitions raise :class:`OptionError` naming the option. ``strict=False``
+        (a running stream discovering partitions): they are left out, and the offsets JSON is not
+        checked against the partitions (new ones start at earliest, as in Spark's Kafka source)."""
         selection = self.selection
+        if not strict:
+            if isinstance(selection, Assign):
+                return sorted((t, p) for t, ps in selection.partitions.items() for p in ps if p in available.get(t, ()))
+            wanted = selection.topics if isinstance(selection, Subscribe) else [t for t in available if re.fullmatch(selection.pattern, t)]
+            return sorted((t, p) for t in wanted for p in available.get(t, ()))
         if isinstance(selection, Subscribe):
             missing = [t for t in selection.topics if t not in available]
             if missing:
@@ -253,8 +263,12 @@ class ReadOptions:
 # -- parsing -------------------------------------------------------------------------------------
 
 
-def parse_options(options: Mapping[str, str]) -> ReadOptions:
-    """Validate ``options`` (names case-insensitive) into :class:`ReadOptions`, or raise :class:`OptionError`."""
+def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """Validate ``options`` (names case-insensitive) into :class:`ReadOptions`, or raise :class:`OptionError`.
+
+    ``streaming``: Spark's rules for streaming queries instead of batch ones (``KafkaSourceProvider``'s
+    ``validateStreamOptions``): ``startingOffsets`` defaults to ``latest`` and may be ``latest``
+    (or -1), ending options are not allowed; ``ending`` is then :class:`Latest` (unused)."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
 
     unknown = sorted(k for k in opts if k not in KNOWN_OPTIONS and k not in IGNORED_OPTIONS and not k.startswith("kafka."))
@@ -264,6 +278,12 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     if isolation not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed' (Kafka's isolation.level), got {isolation!r}")
 
+    mode = opts.get("tiered.mode", "REMOTE_ONLY").strip().upper()
+    if mode != "REMOTE_ONLY":
+        raise OptionError(
+            f"option 'tiered.mode': {mode!r} is not supported by the tiered-kafka Spark source yet: "
+            "batch reads and streams read remote storage only (REMOTE_ONLY)"
+        )
     gateway_url = _required(opts, "tiered.gateway.url")
     if not gateway_url.startswith(("http://", "https://")):
         raise OptionError(f"option 'tiered.gateway.url' must start with http:// or https://, got {gateway_url!r}")
@@ -274,15 +294,19 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
     strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
-    starting = _offset_spec(opts, "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets", default=Earliest())
+    starting = _offset_spec(opts, "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets", default=Latest() if streaming else Earliest())
     ending = _offset_spec(opts, "endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets", default=Latest())
-    if isinstance(starting, Latest):
+    if streaming:
+        given = [n for n in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp") if n.lower() in opts]
+        if given:
+            raise OptionError(f"option '{given[0]}' is not valid in streaming queries (Spark's rule: a stream reads on)")
+    elif isinstance(starting, Latest):
         raise OptionError("option 'startingOffsets': starting offset can't be latest for batch queries (Spark's rule)")
-    if isinstance(starting, SpecificOffsets):
+    if isinstance(starting, SpecificOffsets) and not streaming:
         for tp, offset in sorted(starting.offsets.items()):
             if offset == LATEST:
                 raise OptionError(f"option 'startingOffsets': startingOffsets for {_tp(tp)} can't be latest (-1) for batch queries (Spark's rule)")
-    if isinstance(ending, Earliest):
+    if isinstance(ending, Earliest) and not streaming:
         raise OptionError("option 'endingOffsets': ending offset can't be earliest for batch queries (Spark's rule)")
     if isinstance(ending, SpecificOffsets):
         for tp, offset in sorted(ending.offsets.items()):

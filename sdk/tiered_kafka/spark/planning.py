@@ -176,18 +176,22 @@ def plan_source(options: ReadOptions, client: GatewayClient | None = None) -> So
     try:
         warnings: list[str] = []
         offsets = resolve_offsets(options, gateway, warnings)
-        to_read = [r for r in offsets if r.count > 0]
-        estimated = sum(r.estimated_bytes for r in to_read)
-        n = partition_count(options, len(to_read), estimated)
-        max_bytes = plan_bytes(estimated, n)
-        unit_lists = _parallel(lambda r: collect_units(gateway, r, max_bytes, options.fail_on_data_loss, warnings), to_read)
-        units = [u for us in unit_lists for u in us]
-        n = min(partition_count(options, len(to_read), sum(u.size for u in units)), len(units))
-        tasks = make_tasks(units, n, options)
-        return SourcePlan(offsets, tasks, warnings)
+        return SourcePlan(offsets, plan_tasks(options, gateway, offsets, warnings), warnings)
     finally:
         if own:
             gateway.close()
+
+
+def plan_tasks(options: ReadOptions, gateway: GatewayClient, offsets: Sequence[OffsetRange], warnings: list[str]) -> list[ReadTask]:
+    """Rules 2-4 for resolved offsets: plans asked, ranges balanced into tasks (also a stream's micro-batch)."""
+    to_read = [r for r in offsets if r.count > 0]
+    estimated = sum(r.estimated_bytes for r in to_read)
+    n = partition_count(options, len(to_read), estimated)
+    max_bytes = plan_bytes(estimated, n)
+    unit_lists = _parallel(lambda r: collect_units(gateway, r, max_bytes, options.fail_on_data_loss, warnings), to_read)
+    units = [u for us in unit_lists for u in us]
+    n = min(partition_count(options, len(to_read), sum(u.size for u in units)), len(units))
+    return make_tasks(units, n, options)
 
 
 # -- rule 1: offsets ------------------------------------------------------------------------------

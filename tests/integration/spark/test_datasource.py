@@ -223,7 +223,6 @@ def test_gap_fails_unless_fail_on_data_loss_is_false(spark: Any, stack: TieredSt
         ({"subscribe": EVENTS, "assign": '{"events":[0]}'}, r"options 'subscribe' and 'assign' were both given: only one of"),
         ({}, r"one of the options 'subscribe', 'subscribePattern', 'assign' must be specified"),
         ({"subscribe": EVENTS, "startingOffsets": '{"events":{"0":12'}, r"option 'startingOffsets' is not valid JSON"),
-        ({"subscribe": EVENTS, "startingOffsets": "latest"}, r"option 'startingOffsets': starting offset can't be latest for batch queries"),
         ({"subscribe": EVENTS, "endingOffsets": "earliest"}, r"option 'endingOffsets': ending offset can't be earliest for batch queries"),
         ({"subscribe": EVENTS, "endingOffsets": '{"events":{"0":-2}}'}, r"endingOffsets for events-0 can't be earliest \(-2\)"),
         ({"subscribe": EVENTS, "minPartitions": "0"}, r"option 'minPartitions': invalid value '0', must be a positive integer"),
@@ -241,6 +240,7 @@ def test_bad_options_found_when_planning(spark: Any, stack: TieredStack) -> None
     latest = stack.registry.partition_info(EVENTS, 0).latest_offset  # type: ignore[union-attr]
     cases = [
         ({"subscribe": "nope,events"}, r"option 'subscribe': unknown topic\(s\) 'nope'"),
+        ({"subscribe": EVENTS, "startingOffsets": "latest"}, r"option 'startingOffsets': starting offset can't be latest for batch queries"),  # valid for streams
         ({"assign": '{"events":[0,9]}'}, r"option 'assign': unknown partition\(s\) \[9\] of topic 'events'"),
         ({"subscribePattern": "ev.nt"}, r"option 'subscribePattern': 'ev.nt' matches no topic"),
         ({"subscribe": EVENTS, "startingOffsets": '{"events":{"0":5}}'}, r"option 'startingOffsets' must name every partition read"),
