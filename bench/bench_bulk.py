@@ -26,22 +26,18 @@ readers and the best round of each counts.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_sdk import MIB, TOPIC, child_confluent, dev_broker, process_cpu_s  # noqa: E402
+from bench_sdk import MIB, TOPIC, child_confluent, process_cpu_s, uploaded_partition  # noqa: E402
 
 
 def child_bulk(gateway_url: str, cluster: str, last: int, budget: int) -> dict[str, Any]:
@@ -138,39 +134,10 @@ def main() -> None:
 
 def measure(args: argparse.Namespace, value_bytes: int) -> tuple[int, int, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """One data set of ``value_bytes`` records on its own stack; (records, bytes, best bulk, best confluent, best raw)."""
-    from bench_agent import agent_upload, settings_for, write_partition
-    from bench_gateway import gateway
-
-    from tiered_kafka.registry import Registry
-    from tiered_kafka_dev.broker.storage import TOPICS_FILE
-    from tiered_kafka_dev.services import RedisServer, S3Server
-
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print(f"[{value_bytes} B records] starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench-bulk")
-        log_dir = Path(tmp) / "logs"
-        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
-        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB, value_bytes).close()
-        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
-        cluster = f"bench-{uuid.uuid4().hex[:8]}"
-        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, args.segments)
-        info = registry.partition_info(TOPIC, 0)
-        if info is None or info.segment_count != args.segments:
-            raise SystemExit("the agent did not register every segment")
-        last, segment_bytes = info.latest_offset, info.total_bytes
-        config = Path(tmp) / "gateway.json"
-        config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
-            "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
-            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
-        port = stack.enter_context(gateway(config, 1))
-        gateway_url = f"http://127.0.0.1:{port}"
-        bootstrap = stack.enter_context(dev_broker(log_dir))
+    with uploaded_partition(args.segments, args.segment_mib, "bench-bulk", value_bytes) as served:
+        gateway_url, cluster, last, segment_bytes, bootstrap, weed_pid = served
         print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
         bulk, kafka, raw = [], [], []
-        weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
         for round_ in range(args.rounds):
             for results, kind, child_args in ((bulk, "bulk", (gateway_url, cluster, last, args.budget_mib * MIB)), (kafka, "confluent", (bootstrap, last)),
                                               (raw, "raw", (gateway_url, cluster, last, args.budget_mib * MIB))):

@@ -36,6 +36,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -178,6 +179,48 @@ def dev_broker(log_dir: Path) -> Any:
             proc.wait()
 
 
+@contextlib.contextmanager
+def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_bytes: int = 1024) -> Iterator[tuple[str, str, int, int, str, int]]:
+    """The stack every reader benchmark reads from, each part in its own process: Redis and SeaweedFS,
+    one partition of ``TOPIC`` written with the format core's log.dir writer (``segments`` rotated
+    segments of ~``segment_mib`` MiB, records of ``value_bytes``), uploaded and registered by the
+    agent, the gateway (uvicorn) and the development broker serving the same log.dir. Yields
+    (gateway URL, cluster, last remote offset, remote bytes, bootstrap.servers, SeaweedFS's pid);
+    everything stops, then the directory goes, on exit."""
+    sys.path.insert(0, str(HERE))
+    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402
+    from bench_gateway import gateway  # noqa: E402
+
+    from tiered_kafka.registry import Registry
+    from tiered_kafka_dev.broker.storage import TOPICS_FILE
+    from tiered_kafka_dev.services import RedisServer, S3Server
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
+        print(f"starting Redis and SeaweedFS ({value_bytes} B records) ...", file=sys.stderr, flush=True)
+        redis_server = stack.enter_context(RedisServer())
+        s3 = stack.enter_context(S3Server())
+        bucket = s3.create_bucket(bucket_name)
+        log_dir = Path(tmp) / "logs"
+        print(f"writing {segments} segments of ~{segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
+        write_partition(log_dir / f"{TOPIC}-0", segments, segment_mib * MIB, value_bytes).close()
+        # the development broker serves the topics its topic list names (it loads their logs from log.dir)
+        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
+        cluster = f"bench-{uuid.uuid4().hex[:8]}"
+        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, segments)
+        info = registry.partition_info(TOPIC, 0)
+        if info is None or info.segment_count != segments:
+            raise SystemExit("the agent did not register every segment")
+        config = Path(tmp) / "gateway.json"
+        config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
+            "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
+            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
+        port = stack.enter_context(gateway(config, 1))
+        bootstrap = stack.enter_context(dev_broker(log_dir))
+        weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
+        yield f"http://127.0.0.1:{port}", cluster, info.latest_offset, info.total_bytes, bootstrap, weed_pid
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--segments", type=int, default=4)
@@ -193,40 +236,10 @@ def main() -> None:
         print(json.dumps(readers[args.child](*json.loads(args.child_args))))
         return
 
-    sys.path.insert(0, str(HERE))
-    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402
-    from bench_gateway import gateway  # noqa: E402
-
-    from tiered_kafka.registry import Registry
-    from tiered_kafka_dev.broker.storage import TOPICS_FILE
-    from tiered_kafka_dev.services import RedisServer, S3Server
-
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench-sdk")
-        log_dir = Path(tmp) / "logs"
-        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
-        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
-        # the development broker serves the topics its topic list names (it loads their logs from log.dir)
-        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
-        cluster = f"bench-{uuid.uuid4().hex[:8]}"
-        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, args.segments)
-        info = registry.partition_info(TOPIC, 0)
-        assert info is not None and info.segment_count == args.segments
-        last, segment_bytes = info.latest_offset, info.total_bytes
-        config = Path(tmp) / "gateway.json"
-        config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
-            "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
-            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
-        port = stack.enter_context(gateway(config, 1))
-        gateway_url = f"http://127.0.0.1:{port}"
-        bootstrap = stack.enter_context(dev_broker(log_dir))
+    with uploaded_partition(args.segments, args.segment_mib, "bench-sdk") as served:
+        gateway_url, cluster, last, segment_bytes, bootstrap, weed_pid = served
         print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
         sdk, kafka, raw = [], [], []
-        weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
         for round_ in range(args.rounds):
             for results, kind, child_args in ((sdk, "sdk", (gateway_url, cluster, last, args.prefetch_mib * MIB, args.parallelism)), (kafka, "confluent", (bootstrap, last)), (raw, "raw", (gateway_url, cluster, last))):
                 weed_before = process_cpu_s(weed_pid)
