@@ -30,6 +30,7 @@ bench: install
 	$(PY) bench/bench_txn.py
 	$(PY) bench/bench_plans.py
 	$(PY) bench/bench_spark.py
+	$(PY) bench/bench_spark_pushdown.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).

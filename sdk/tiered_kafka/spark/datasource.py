@@ -23,10 +23,17 @@ Where the work happens:
 - executors: ``read()`` fetches each task's presigned ranges, re-planning an expired URL once
   (the task carries the gateway URL, cluster and token), decodes and CRC-checks the batches, and
   yields ``pyarrow.RecordBatch`` es (``reading`` module doc).
+
+Filters on ``topic``, ``partition``, ``offset`` and ``timestamp`` are pushed down (``pushdown``
+module doc) when the session sets ``spark.sql.python.filterPushdown.enabled=true`` (PySpark's
+default is false; ``session.local_session`` sets it): the plan then skips the partitions and the
+offsets they exclude, so a query of one hour fetches that hour's batches onwards, not the topic.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,12 +43,15 @@ from pyspark.sql.types import StructType
 from tiered_kafka.spark.arrow import spark_schema
 from tiered_kafka.spark.options import OptionError, ReadOptions, parse_options
 from tiered_kafka.spark.planning import ReadTask, plan_source
+from tiered_kafka.spark.pushdown import Pushdown, described, translate
 from tiered_kafka.spark.reading import read_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql.datasource import Filter  # PySpark 4.1+ (pyspark 4.0 has no pushdown: the plain reader only)
 
 FORMAT = "tiered-kafka"
+log = logging.getLogger(__name__)
 
 
 class TieredKafkaInputPartition(InputPartition):
@@ -80,7 +90,11 @@ class TieredKafkaDataSource(DataSource):
         return spark_schema(options.include_headers, options.include_control_records)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return TieredKafkaReader(parse_options(self.options))
+        """A reader with ``pushFilters`` only in PySpark's filter-pushdown worker (see
+        :class:`TieredKafkaPushdownReader`); elsewhere one without it, so a session without
+        ``spark.sql.python.filterPushdown.enabled`` reads everything instead of failing."""
+        options = parse_options(self.options)
+        return TieredKafkaPushdownReader(options) if in_pushdown_worker() else TieredKafkaReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """``spark.readStream.format("tiered-kafka")`` (``streaming`` module doc)."""
@@ -95,12 +109,47 @@ class TieredKafkaReader(DataSourceReader):
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.pushed: Pushdown | None = None  # set by TieredKafkaPushdownReader.pushFilters
 
     def partitions(self) -> Sequence[InputPartition]:
-        plan = plan_source(self.options)
+        plan = plan_source(self.options, pushed=self.pushed)
         return [TieredKafkaInputPartition(task) for task in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TieredKafkaInputPartition):  # nothing to read: Spark's placeholder partition
             return iter(())
         return read_task(partition.task)
+
+
+class TieredKafkaPushdownReader(TieredKafkaReader):
+    """:class:`TieredKafkaReader` with ``pushFilters`` (``pushdown`` module doc): filters on
+    ``topic``, ``partition``, ``offset`` and ``timestamp`` narrow the plan.
+
+    PySpark calls ``pushFilters`` only when ``spark.sql.python.filterPushdown.enabled`` is true
+    (false by default in PySpark 4.1-4.3; ``session.local_session`` sets it), in the worker module
+    ``PUSHDOWN_WORKER``; and when that setting is false it *refuses* a reader that defines
+    ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``). So ``reader()`` hands this class out only
+    in that worker: with the setting off the read is the same, unfiltered at planning, and Spark
+    applies every filter."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Keeps what ``pushdown.translate`` makes of ``filters`` for :meth:`partitions`; returns
+        the ones Spark must still apply (``pushdown`` module doc, rule 2)."""
+        pushed, remaining = translate(filters)
+        self.pushed = pushed
+        if not pushed.is_noop:
+            log.info("tiered-kafka: filters pushed down: %s", "; ".join(described(pushed)))
+        return remaining
+
+
+PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+"""The PySpark worker module that calls ``DataSourceReader.pushFilters`` (PySpark 4.1+)."""
+
+
+def in_pushdown_worker() -> bool:
+    """Whether this process runs PySpark's filter-pushdown worker: its module was imported (the
+    daemon imports it after forking) or runs as ``__main__`` (``python -m``, without the daemon)."""
+    if PUSHDOWN_WORKER in sys.modules:
+        return True
+    main = sys.modules.get("__main__")
+    return getattr(getattr(main, "__spec__", None), "name", None) == PUSHDOWN_WORKER

@@ -43,6 +43,8 @@ Ours (the gateway that plans the reads):
                              adds a string column ``skipped`` and emits one row (key/value null)
                              per record a read leaves out: ``control`` (a marker), ``aborted``
                              and ``undecided`` (read_committed); data rows have ``skipped`` null
+    ``tiered.timestampsOrdered`` ``true``: the caller states timestamps never decrease within a
+                             partition, so a ``timestamp`` filter also cuts the read's end (``pushdown``)
 
 Decisions:
 - The source reads remote storage only: ``earliest`` is the first offset held remotely and
@@ -103,6 +105,7 @@ KNOWN_OPTIONS = frozenset(
         "tiered.gateway.token",
         "tiered.includeControlRecords",
         "tiered.mode",
+        "tiered.timestampsOrdered",
     )
 )
 #: Spark Kafka options that do not apply to a batch read of remote storage (ignored, as Spark ignores them)
@@ -203,6 +206,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     include_control_records: bool = False
+    timestamps_ordered: bool = False  # tiered.timestampsOrdered (pushdown module doc, rule 4)
     read_committed: bool = False
     ignored: tuple[str, ...] = field(default=())
 
@@ -342,6 +346,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Rea
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
         include_control_records=_bool(opts, "tiered.includeControlRecords", False),
+        timestamps_ordered=_bool(opts, "tiered.timestampsOrdered", False),
         read_committed=isolation == "read_committed",
         ignored=tuple(unknown),
     )

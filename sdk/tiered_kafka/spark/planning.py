@@ -9,7 +9,10 @@ Rules:
    is remote storage's first offset E, ``latest`` one past its last offset L. A starting offset
    below E is data loss: an ``OffsetNotRemoteError`` unless ``failOnDataLoss=false`` (then a
    warning and E). An offset past L + 1 is not remote (yet): always an error. Ending offsets are
-   exclusive. A start after the end is an ``OptionError``.
+   exclusive. A start after the end is an ``OptionError``. Filters Spark pushed then narrow them
+   (``pushdown`` module doc): partitions they exclude are not resolved, each [start, end) is
+   intersected with the offset bounds and starts no earlier than the first offset at or after the
+   lower timestamp bound.
 2. **Number of Spark partitions** N = max(``minPartitions``, Kafka partitions with data to read,
    ceil(bytes / ``maxBytesPerPartition``)), capped by the number of planned ranges (a batch is
    never split, so a read of fewer batches than ``minPartitions`` gets fewer partitions).
@@ -43,6 +46,7 @@ Rules:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import logging
 import math
@@ -67,6 +71,7 @@ from tiered_kafka.spark.options import (
     SpecificOffsets,
     TopicPartition,
 )
+from tiered_kafka.spark.pushdown import Pushdown, narrow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -169,13 +174,16 @@ def client_for(options: ReadOptions) -> GatewayClient:
     return GatewayClient(options.gateway_url, options.cluster, token=options.token)
 
 
-def plan_source(options: ReadOptions, client: GatewayClient | None = None) -> SourcePlan:
-    """Plan the whole read (rules 1-4 of the module doc)."""
+def plan_source(options: ReadOptions, client: GatewayClient | None = None, pushed: Pushdown | None = None) -> SourcePlan:
+    """Plan the whole read (rules 1-4 of the module doc), narrowed by the filters Spark pushed
+    (``pushdown`` module doc: partitions not kept are not resolved; each [start, end) narrowed)."""
     own = client is None
     gateway = client_for(options) if client is None else client
     try:
         warnings: list[str] = []
-        offsets = resolve_offsets(options, gateway, warnings)
+        offsets = resolve_offsets(options, gateway, warnings, pushed)
+        if pushed is not None and not pushed.is_noop:
+            offsets = _parallel(lambda r: _narrowed(r, pushed, gateway, options.timestamps_ordered), offsets)
         return SourcePlan(offsets, plan_tasks(options, gateway, offsets, warnings), warnings)
     finally:
         if own:
@@ -197,12 +205,12 @@ def plan_tasks(options: ReadOptions, gateway: GatewayClient, offsets: Sequence[O
 # -- rule 1: offsets ------------------------------------------------------------------------------
 
 
-def resolve_offsets(options: ReadOptions, client: GatewayClient, warnings: list[str] | None = None) -> list[OffsetRange]:
-    """[start, end) for every partition read, in (topic, partition) order."""
+def resolve_offsets(options: ReadOptions, client: GatewayClient, warnings: list[str] | None = None, pushed: Pushdown | None = None) -> list[OffsetRange]:
+    """[start, end) for every partition read (those ``pushed`` keeps), in (topic, partition) order."""
     sink = [] if warnings is None else warnings
     available = client.topics()
     _check_named_topics(options, client, available)
-    partitions = options.topic_partitions(available)
+    partitions = [tp for tp in options.topic_partitions(available) if pushed is None or pushed.keeps(*tp)]
     return _parallel(lambda tp: resolve_partition(options, client, tp, client.partition(*tp), sink), partitions)
 
 
@@ -304,6 +312,15 @@ def _resolve(
 
 def _describe(spec: OffsetSpec) -> str:
     return "earliest" if isinstance(spec, Earliest) else "latest" if isinstance(spec, Latest) else f"option '{spec.option}'"
+
+
+def _narrowed(offsets: OffsetRange, pushed: Pushdown, client: GatewayClient, ordered: bool) -> OffsetRange:
+    """``offsets`` under the pushed filters (``pushdown.narrow``), its estimated bytes in proportion."""
+    start, end = narrow(pushed, client, offsets.topic, offsets.partition, offsets.start, offsets.end, ordered=ordered)
+    if (start, end) == (offsets.start, offsets.end):
+        return offsets
+    estimate = offsets.estimated_bytes * (end - start) // offsets.count if offsets.count else 0
+    return dataclasses.replace(offsets, start=start, end=end, estimated_bytes=estimate)
 
 
 # -- rule 2: how many Spark partitions -------------------------------------------------------------

@@ -3,8 +3,9 @@
 Used by the tests, the benchmark, the backfill command and the ``make run`` demo. It sets what
 PySpark needs here: the Python of this process for the driver and the workers
 (``PYSPARK_PYTHON``, ``PYSPARK_DRIVER_PYTHON``), loopback only (``SPARK_LOCAL_IP``,
-``spark.driver.host``, ``spark.driver.bindAddress``), no web UI, few shuffle partitions, and
-registers the ``tiered-kafka`` data source.
+``spark.driver.host``, ``spark.driver.bindAddress``), no web UI, few shuffle partitions, filter
+pushdown for Python data sources (``spark.sql.python.filterPushdown.enabled``), and registers the
+``tiered-kafka`` data source.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def local_session(master: str = "local[2]", app_name: str = "tiered-kafka", *, l
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.python.worker.reuse": "true",
+        "spark.sql.python.filterPushdown.enabled": "true",  # the data source's filter pushdown (datasource module doc)
     }
     settings.update({key: str(value) for key, value in conf.items()})
     builder = SparkSession.builder.master(master).appName(app_name)
