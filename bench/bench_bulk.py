@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_sdk import MIB, TOPIC, child_confluent, process_cpu_s, uploaded_partition  # noqa: E402
+from bench_sdk import MIB, TOPIC, child_confluent, process_cpu_s, run_script_child, uploaded_partition  # noqa: E402
 
 
 def child_bulk(gateway_url: str, cluster: str, last: int, budget: int) -> dict[str, Any]:
@@ -87,11 +86,7 @@ def child_raw(gateway_url: str, cluster: str, last: int, budget: int) -> dict[st
 
 
 def run_child(kind: str, *args: Any) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_script_child(__file__, kind, *args)
 
 
 def main() -> None:

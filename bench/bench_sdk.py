@@ -149,7 +149,13 @@ def process_cpu_s(pid: int) -> float:
 
 
 def run_child(kind: str, *args: Any) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
+    return run_script_child(__file__, kind, *args)
+
+
+def run_script_child(script: str, kind: str, *args: Any) -> dict[str, Any]:
+    """Run reader ``kind`` of the benchmark ``script`` (its ``--child`` mode) in a process of its own,
+    so each reader's CPU is its own; its JSON result (shared by bench_bulk and bench_txn)."""
+    out = subprocess.run([sys.executable, script, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -164,11 +163,10 @@ def upload(settings: object, registry: Any, count: int) -> None:
 
 
 def run_child(kind: str, *args: Any) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)], capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        raise RuntimeError(f"{kind} reader failed:\n{out.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    sys.path.insert(0, str(HERE))
+    from bench_sdk import run_script_child  # noqa: E402
+
+    return run_script_child(__file__, kind, *args)
 
 
 def main() -> None:

@@ -122,6 +122,29 @@ void tk_next_header(const uint8_t **pp, const uint8_t **key, int32_t *key_len, c
     *pp = p;
 }
 
+PyObject *tk_bytes_or_none(const uint8_t *p, int32_t len) {
+    if (len < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)p, len);
+}
+
+PyObject *tk_headers_list(const tk_record *r) {
+    PyObject *list = PyList_New(r->header_count);
+    const uint8_t *p = r->headers;
+    for (int32_t i = 0; list && i < r->header_count; i++) {
+        const uint8_t *key, *value;
+        int32_t key_len, value_len;
+        tk_next_header(&p, &key, &key_len, &value, &value_len);
+        PyObject *k = PyUnicode_DecodeUTF8((const char *)key, key_len, "strict");  /* validated already */
+        PyObject *v = k ? tk_bytes_or_none(value, value_len) : NULL;
+        PyObject *pair = v ? PyTuple_Pack(2, k, v) : NULL;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (!pair) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, pair);
+    }
+    return list;
+}
+
 static PyObject *decompress_payload(const tk_batch *b, const uint8_t *payload, Py_ssize_t len, int codec,
                                     PyObject *decompress) {
     if (decompress == NULL || decompress == Py_None) {

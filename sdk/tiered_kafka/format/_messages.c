@@ -241,28 +241,9 @@ static PyObject *batch_rows(PyObject *self, PyObject *index) {
     return out;
 }
 
-static PyObject *bytes_or_none(const uint8_t *p, int32_t len) {
-    if (len < 0) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)p, len);
-}
-
 static PyObject *headers_of(const tk_record *r) {
-    if (r->header_count == 0) Py_RETURN_NONE;
-    PyObject *list = PyList_New(r->header_count);
-    const uint8_t *p = r->headers;
-    for (int32_t i = 0; list && i < r->header_count; i++) {
-        const uint8_t *key, *value;
-        int32_t key_len, value_len;
-        tk_next_header(&p, &key, &key_len, &value, &value_len);
-        PyObject *k = PyUnicode_DecodeUTF8((const char *)key, key_len, "strict");  /* validated already */
-        PyObject *v = k ? bytes_or_none(value, value_len) : NULL;
-        PyObject *pair = v ? PyTuple_Pack(2, k, v) : NULL;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        if (!pair) Py_CLEAR(list);
-        else PyList_SET_ITEM(list, i, pair);
-    }
-    return list;
+    if (r->header_count == 0) Py_RETURN_NONE;  /* as confluent-kafka: no headers is None */
+    return tk_headers_list(r);
 }
 
 static PyObject *build_messages(PyObject *self, PyObject *args) {
@@ -333,8 +314,8 @@ static PyObject *build_messages(PyObject *self, PyObject *args) {
                 last_type = x->timestamp_type;
             }
             PyObject *offset = last_ts ? PyLong_FromLongLong((long long)((uint64_t)x->base_offset + (uint64_t)r.offset_delta)) : NULL;
-            PyObject *key = offset ? bytes_or_none(r.key, r.key_len) : NULL;
-            PyObject *value = key ? bytes_or_none(r.value, r.value_len) : NULL;
+            PyObject *key = offset ? tk_bytes_or_none(r.key, r.key_len) : NULL;
+            PyObject *value = key ? tk_bytes_or_none(r.value, r.value_len) : NULL;
             PyObject *headers = value ? headers_of(&r) : NULL;
             PyObject *message = NULL;
             if (headers) {

@@ -96,6 +96,11 @@ int tk_parse_record(const uint8_t **pp, const uint8_t *end, tk_record *r, const 
 /* Read the header at *pp (already validated by tk_parse_record). */
 void tk_next_header(const uint8_t **pp, const uint8_t **key, int32_t *key_len, const uint8_t **value,
                     int32_t *value_len);
+/* A key or value as bytes (None for length -1); a new reference, NULL with an exception set. */
+PyObject *tk_bytes_or_none(const uint8_t *p, int32_t len);
+/* A record's headers as a new list of (str key, bytes-or-None value) tuples (the keys were checked
+ * to be UTF-8 when the record was parsed); NULL with an exception set. */
+PyObject *tk_headers_list(const tk_record *r);
 /* Check a parsed record against its batch and set r->offset and r->timestamp (plain C): 0, or
  * TK_BAD_OFFSET_DELTA (offsetDelta outside 0..lastOffsetDelta), TK_BAD_TIMESTAMP (baseTimestamp +
  * timestampDelta overflows int64). */

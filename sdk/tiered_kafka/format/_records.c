@@ -56,11 +56,6 @@ static PyTypeObject RecordType = {
     .tp_getset = record_getset,
 };
 
-static PyObject *bytes_or_none(const uint8_t *p, int32_t len) {
-    if (len < 0) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)p, len);
-}
-
 typedef struct {
     PyObject *list;
     Py_ssize_t n;
@@ -76,22 +71,9 @@ static int on_record(void *ctx, const tk_batch *b, const tk_record *r) {
     rec->timestamp = r->timestamp;
     rec->timestamp_type = c->timestamp_type;
     PyList_SET_ITEM(c->list, c->n++, (PyObject *)rec);  /* owned by the list from here on */
-    if (!(rec->key = bytes_or_none(r->key, r->key_len)) || !(rec->value = bytes_or_none(r->value, r->value_len)) ||
-        !(rec->headers = PyList_New(r->header_count)))
+    if (!(rec->key = tk_bytes_or_none(r->key, r->key_len)) || !(rec->value = tk_bytes_or_none(r->value, r->value_len)) ||
+        !(rec->headers = tk_headers_list(r)))
         return -1;
-    const uint8_t *p = r->headers;
-    for (int32_t i = 0; i < r->header_count; i++) {
-        const uint8_t *key, *value;
-        int32_t key_len, value_len;
-        tk_next_header(&p, &key, &key_len, &value, &value_len);
-        PyObject *k = PyUnicode_DecodeUTF8((const char *)key, key_len, "strict");  /* validated already */
-        PyObject *v = k ? bytes_or_none(value, value_len) : NULL;
-        PyObject *pair = v ? PyTuple_Pack(2, k, v) : NULL;
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-        if (!pair) return -1;
-        PyList_SET_ITEM(rec->headers, i, pair);
-    }
     return 0;
 }
 

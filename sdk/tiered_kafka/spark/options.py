@@ -326,9 +326,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Rea
                     f"(Spark's rule; use -2 for earliest, -1 for latest): it names {_tps(named)}, 'assign' has {_tps(assigned)}"
                 )
 
-    min_partitions = None
-    if opts.get("minpartitions", "").strip():
-        min_partitions = _positive_int(opts, "minPartitions")
+    min_partitions = positive_int_option(opts, "minPartitions")
     max_bytes = DEFAULT_MAX_BYTES_PER_PARTITION
     if opts.get("maxbytesperpartition", "").strip():
         max_bytes = parse_bytes(opts["maxbytesperpartition"], "maxBytesPerPartition")
@@ -376,8 +374,12 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
-def _positive_int(opts: Mapping[str, str], name: str) -> int:
-    text = opts[name.lower()].strip()
+def positive_int_option(opts: Mapping[str, str], name: str) -> int | None:
+    """Option ``name`` (``opts`` keyed in lower case) as a positive integer; None when absent or
+    blank; ``OptionError`` otherwise."""
+    text = opts.get(name.lower(), "").strip()
+    if not text:
+        return None
     try:
         value = int(text)
     except ValueError:

@@ -44,7 +44,7 @@ from typing import Any
 
 from tiered_kafka.errors import ConfigError, RemoteReadError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
-from tiered_kafka.spark.options import LATEST, Latest, OptionError, ReadOptions, SpecificOffsets, TopicPartition, parse_options
+from tiered_kafka.spark.options import LATEST, Latest, OptionError, ReadOptions, SpecificOffsets, TopicPartition, parse_options, positive_int_option
 from tiered_kafka.spark.planning import OffsetRange, ReadTask, _check_named_topics, _parallel, _warn, plan_tasks, resolve_partition
 
 PartitionOffsets = dict[TopicPartition, int]
@@ -75,8 +75,8 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     """The stream's options (names case-insensitive), or :class:`OptionError` naming the bad one."""
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
     read = parse_options(options, streaming=True)
-    max_offsets = _positive(opts, "maxOffsetsPerTrigger")
-    min_offsets = _positive(opts, "minOffsetsPerTrigger")
+    max_offsets = positive_int_option(opts, "maxOffsetsPerTrigger")
+    min_offsets = positive_int_option(opts, "minOffsetsPerTrigger")
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
         raise OptionError(f"option 'minOffsetsPerTrigger' ({min_offsets}) must not exceed 'maxOffsetsPerTrigger' ({max_offsets})")
     delay = DEFAULT_MAX_TRIGGER_DELAY_MS
@@ -92,19 +92,6 @@ def parse_duration_ms(text: str, option: str) -> int:
         raise OptionError(f"option '{option}' must be a duration such as 30s, 15m or 1h, got {text!r}")
     unit = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}[match.group(2) or "ms"]
     return int(match.group(1)) * unit
-
-
-def _positive(opts: Mapping[str, str], name: str) -> int | None:
-    text = opts.get(name.lower(), "").strip()
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise OptionError(f"option '{name}': invalid value {text!r}, must be a positive integer")
-    return value
 
 
 # -- offsets JSON ------------------------------------------------------------------------------------

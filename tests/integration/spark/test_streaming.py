@@ -27,10 +27,16 @@ ROUND = 1_500  # records per production round, 500 per partition
 
 
 def run_available_now(spark: Any, stack: TieredStack, out: Path, checkpoint: Path, **options: Any) -> Any:
-    """One ``Trigger.AvailableNow`` run of the stream into Parquet at ``out``; the finished query."""
+    """One ``Trigger.AvailableNow`` run of the stream (the stack's read options plus ``options``)
+    into Parquet at ``out``; the finished query."""
+    return available_now_into_parquet(spark, read_options(stack, **options), out, checkpoint)
+
+
+def available_now_into_parquet(spark: Any, options: dict[str, Any], out: Path, checkpoint: Path) -> Any:
+    """One ``Trigger.AvailableNow`` run of a stream with exactly ``options`` into Parquet at ``out``."""
     query = (
         spark.readStream.format("tiered-kafka")
-        .options(**read_options(stack, **options))
+        .options(**options)
         .load()
         .writeStream.format("parquet")
         .option("path", str(out))
@@ -204,19 +210,7 @@ def test_read_committed_stream_stops_at_the_remote_lso(spark: Any, tmp_path: Pat
         base = {"tiered.gateway.url": url, "tiered.cluster": settings.cluster, "subscribe": "txn", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "4"}
         for level, offsets, end in (("read_committed", COMMITTED_OFFSETS, 19), ("read_uncommitted", UNCOMMITTED_OFFSETS, 22)):
             out, checkpoint = tmp_path / level, tmp_path / f"{level}-checkpoint"
-            query = (
-                spark.readStream.format("tiered-kafka")
-                .options(**base, **{"kafka.isolation.level": level})
-                .load()
-                .writeStream.format("parquet")
-                .option("path", str(out))
-                .option("checkpointLocation", str(checkpoint))
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination(120)
-            if query.exception() is not None:
-                raise query.exception()
+            query = available_now_into_parquet(spark, {**base, "kafka.isolation.level": level}, out, checkpoint)
             assert sorted(pq.read_table(out, columns=["offset"]).column("offset").to_pylist()) == offsets, level
             assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {"txn": {"0": end}}, level
             assert len(list((checkpoint / "offsets").glob("[0-9]*"))) == -(-end // 4), level
