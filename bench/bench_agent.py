@@ -28,7 +28,9 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -120,6 +122,43 @@ def agent_upload(settings: object, registry: Registry, count: int) -> float:
     return elapsed
 
 
+def start_services(stack: contextlib.ExitStack, bucket: str = "bench") -> tuple[RedisServer, S3Server, str]:
+    """Redis and SeaweedFS (the tests' launchers) entered on ``stack``, and a bucket created: the start of
+    every benchmark reading what the agent uploaded."""
+    print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
+    redis_server = stack.enter_context(RedisServer())
+    s3 = stack.enter_context(S3Server())
+    return redis_server, s3, s3.create_bucket(bucket)
+
+
+@dataclass(frozen=True)
+class UploadedPartition:
+    """``TOPIC``-0 as :func:`upload_partition` left it: the services holding it, the cluster name, the agent's
+    settings (``settings_for``) and the registry the agent wrote."""
+
+    redis: RedisServer
+    s3: S3Server
+    bucket: str
+    cluster: str
+    agent: Any
+    registry: Registry
+
+
+def upload_partition(stack: contextlib.ExitStack, tmp: Path, segments: int, segment_mib: int) -> UploadedPartition:
+    """:func:`start_services`, then ``segments`` rotated segments of about ``segment_mib`` MiB of ``TOPIC``-0 written
+    under ``tmp``/logs (:func:`write_partition`) and uploaded by the agent (static leadership, 2 files at a
+    time) to a fresh cluster; returns once every segment is registered."""
+    redis_server, s3, bucket = start_services(stack)
+    log_dir = tmp / "logs"
+    print(f"writing {segments} segments of ~{segment_mib} MiB, uploading with the agent ...", file=sys.stderr, flush=True)
+    write_partition(log_dir / f"{TOPIC}-0", segments, segment_mib * MIB).close()
+    cluster = f"bench-{uuid.uuid4().hex[:8]}"
+    agent = settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2)
+    registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+    agent_upload(agent, registry, segments)
+    return UploadedPartition(redis_server, s3, bucket, cluster, agent, registry)
+
+
 def roll_latency(plog: PartitionLog, settings: object, registry: Registry, rolls: int) -> list[tuple[float, float]]:
     """(roll -> registered, upload time) per rolled segment, with the agent running."""
     upload_time: dict[int, float] = {}
@@ -127,9 +166,9 @@ def roll_latency(plog: PartitionLog, settings: object, registry: Registry, rolls
     agent = Agent(settings)  # type: ignore[arg-type]
     original = agent.store.upload_segment
 
-    def timed(topic, partition, opened, stats, hooks):  # type: ignore[no-untyped-def]
+    def timed(topic, partition, opened, stats, hooks, **kwargs):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
-        entry = original(topic, partition, opened, stats, hooks)
+        entry = original(topic, partition, opened, stats, hooks, **kwargs)
         upload_time[entry.base_offset] = time.perf_counter() - t0
         return entry
 
@@ -160,10 +199,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench")
+        redis_server, s3, bucket = start_services(stack)
         log_dir = Path(tmp) / "logs"
         plog = write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB)
         files = rotated_files(log_dir / f"{TOPIC}-0")

@@ -12,7 +12,7 @@ middleware and, both being sync routes, the same thread pool. Then, in one run:
 
 1. **S3 GETs per GB read through plans** (cold caches): plan through the whole partition in
    order (``next_offset``) with ``max_bytes`` = 8 MiB and fetch every range through its presigned
-   URL. GETs = the gateway's own S3 GETs (``tiered_kafka_gateway_s3_gets`` at /metrics, before and
+   URL. GETs = the gateway's own S3 GETs (``tiered_kafka_gateway_s3_gets_total`` at /metrics, before and
    after: ``.index`` objects, batch-header windows) + the client's range GETs. The bytes fetched
    are checked to be exactly the registered segments' bytes.
 2. **locate req/s and latency** beside **no-op req/s**: ``--connections`` client processes (one
@@ -41,11 +41,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
-
-import redis
 
 MIB = 1024 * 1024
 TOPIC = "bench"
@@ -185,11 +182,41 @@ def gateway(config: Path, workers: int) -> Any:
             proc.wait()
 
 
+def gateway_cluster(redis_url: str, s3: Any, bucket: str, agent: Any) -> dict[str, Any]:
+    """The gateway's configuration of a cluster the agent (``bench_agent.settings_for``) uploaded to: its Redis,
+    and its bucket, key prefix and entropy bits on SeaweedFS (``S3Server``: endpoint, region, keys)."""
+    return {
+        "redis_url": redis_url,
+        "s3": {
+            "bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits,
+            "endpoint_url": s3.endpoint_url, "region": s3.region,
+            "access_key_id": s3.access_key, "secret_access_key": s3.secret_key,
+        },
+    }  # fmt: skip
+
+
+def write_gateway_config(path: Path, cluster: str, redis_url: str, s3: Any, bucket: str, agent: Any) -> Path:
+    """``path`` holding the gateway's JSON configuration of that one cluster (:func:`gateway_cluster`), for :func:`gateway`."""
+    path.write_text(json.dumps({"clusters": {cluster: gateway_cluster(redis_url, s3, bucket, agent)}}))
+    return path
+
+
+def add_load_arguments(parser: argparse.ArgumentParser, *, segment_mib: int, rounds: int, per: str) -> None:
+    """The options of a load run over one uploaded partition (this benchmark's and ``bench_gateway_lb.py``'s):
+    its size, then the measuring time per ``per`` (a route, a setting), rounds, warm-up and client connections."""
+    parser.add_argument("--segments", type=int, default=2)
+    parser.add_argument("--segment-mib", type=int, default=segment_mib)
+    parser.add_argument("--seconds", type=float, default=10.0, help=f"measuring time per {per} (split over --rounds)")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--connections", type=int, default=4)
+
+
 def gateway_s3_gets(port: int, cluster: str) -> int:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    match = re.search(rf'^tiered_kafka_gateway_s3_gets\{{cluster="{re.escape(cluster)}"\}} (\S+)$', text, re.M)
+    match = re.search(rf'^tiered_kafka_gateway_s3_gets_total\{{cluster="{re.escape(cluster)}"\}} (\S+)$', text, re.M)
     if match is None:
-        raise RuntimeError("tiered_kafka_gateway_s3_gets not found in /metrics")
+        raise RuntimeError("tiered_kafka_gateway_s3_gets_total not found in /metrics")
     return int(float(match.group(1)))
 
 
@@ -219,51 +246,23 @@ def read_through_plans(port: int, base: str, earliest: int, latest: int, max_byt
 # -- setup --------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--segments", type=int, default=2)
-    parser.add_argument("--segment-mib", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per route (split over --rounds)")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--warmup", type=float, default=2.0)
-    parser.add_argument("--connections", type=int, default=4)
+    add_load_arguments(parser, segment_mib=32, rounds=2, per="route")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--plan-mib", type=int, default=8, help="max_bytes of the sequential read's plans")
     args = parser.parse_args()
 
     sys.path.insert(0, str(HERE))
-    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402  (the same partition writer and agent set-up)
-
-    from tiered_kafka.registry import Registry
-    from tiered_kafka_dev.services import RedisServer, S3Server
+    from bench_agent import upload_partition  # noqa: E402  (the same partition writer and agent set-up)
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench")
-        log_dir = Path(tmp) / "logs"
-        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB, uploading with the agent ...", file=sys.stderr, flush=True)
-        plog = write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB)
-        plog.close()
-        cluster = f"bench-{uuid.uuid4().hex[:8]}"
-        agent = settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2)
-        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(agent, registry, args.segments)
-        entries = registry.segments(TOPIC, 0)
-        info = registry.partition_info(TOPIC, 0)
+        up = upload_partition(stack, Path(tmp), args.segments, args.segment_mib)
+        cluster = up.cluster
+        entries = up.registry.segments(TOPIC, 0)
+        info = up.registry.partition_info(TOPIC, 0)
         assert info is not None and len(entries) == args.segments, (info, len(entries))
         segment_bytes = sum(e.size for e in entries)
 
-        config = Path(tmp) / "gateway.json"
-        config.write_text(json.dumps({
-            "clusters": {cluster: {
-                "redis_url": redis_server.url,
-                "s3": {
-                    "bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits,  # type: ignore[attr-defined]
-                    "endpoint_url": s3.endpoint_url, "region": s3.region,
-                    "access_key_id": s3.access_key, "secret_access_key": s3.secret_key,
-                },
-            }},
-        }))
+        config = write_gateway_config(Path(tmp) / "gateway.json", cluster, up.redis.url, up.s3, up.bucket, up.agent)
         print(f"starting the gateway (uvicorn, {args.workers} worker) ...", file=sys.stderr, flush=True)
         port = stack.enter_context(gateway(config, args.workers))
         base = f"/v1/clusters/{cluster}/topics/{TOPIC}/partitions/0"

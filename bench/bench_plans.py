@@ -39,11 +39,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
-
-import redis
 
 MIB = 1024 * 1024
 TOPIC = "bench"
@@ -85,12 +82,11 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, str(HERE))
-    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402  (the same partition writer and agent set-up)
+    from bench_agent import upload_partition  # noqa: E402  (the same partition writer and agent set-up)
+    from bench_gateway import gateway_cluster  # noqa: E402  (the same gateway configuration)
 
     from tiered_kafka.consumer.prefetch import default_plan_bytes
     from tiered_kafka.format.segment_names import FileKind
-    from tiered_kafka.registry import Registry
-    from tiered_kafka_dev.services import RedisServer, S3Server
     from tiered_kafka_gateway.config import load_settings
     from tiered_kafka_gateway.remote import ClusterReader
 
@@ -107,19 +103,10 @@ def main() -> None:
     sizes = {"SDK default": sdk_plan_bytes, "8 MiB plans": 8 * MIB, "64 MiB plans": 64 * MIB}
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench")
-        log_dir = Path(tmp) / "logs"
-        print(f"writing {args.segments} segments of ~{args.segment_mib} MiB, uploading with the agent ...", file=sys.stderr, flush=True)
-        write_partition(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB).close()
-        cluster = f"bench-{uuid.uuid4().hex[:8]}"
-        agent = settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2)
-        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(agent, registry, args.segments)
-        entries = registry.segments(TOPIC, 0)
-        info = registry.partition_info(TOPIC, 0)
+        up = upload_partition(stack, Path(tmp), args.segments, args.segment_mib)
+        cluster, s3, bucket = up.cluster, up.s3, up.bucket
+        entries = up.registry.segments(TOPIC, 0)
+        info = up.registry.partition_info(TOPIC, 0)
         assert info is not None and len(entries) == args.segments, (info, len(entries))
         assert all(FileKind.BATCHINDEX.value in e.files and e.sparse_index for e in entries), "the agent uploaded no batch or sparse index"
         sparse_bytes = sum(len(e.sparse_index or b"") for e in entries)
@@ -129,14 +116,7 @@ def main() -> None:
         index_bytes = sum(
             client.head_object(Bucket=bucket, Key=e.object_key[: -len("log")] + "batchindex")["ContentLength"] for e in entries
         )
-        gateway = load_settings(clusters={cluster: {
-            "redis_url": redis_server.url,
-            "s3": {
-                "bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits,  # type: ignore[attr-defined]
-                "endpoint_url": s3.endpoint_url, "region": s3.region,
-                "access_key_id": s3.access_key, "secret_access_key": s3.secret_key,
-            },
-        }})
+        gateway = load_settings(clusters={cluster: gateway_cluster(up.redis.url, s3, bucket, up.agent)})
         cluster_settings = gateway.clusters[cluster]
         readers = {"batch index": ClusterReader, "headers (reference)": HeaderPath}
 

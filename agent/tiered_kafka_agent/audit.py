@@ -141,7 +141,7 @@ def subtract(span: Range, covered: Sequence[Range]) -> list[Range]:
 def audit_partition(registry: Registry, topic: str, partition: int, kafka: Range | None, kafka_error: str | None = None) -> PartitionAudit:
     """Audit one partition; ``kafka`` is (log start, log end) from the broker, None if unknown to it."""
     coverage = registry.coverage(topic, partition)
-    remote = merge_ranges((s.base_offset, s.last_offset) for s in registry.segments(topic, partition))
+    remote = merge_ranges((s.first, s.last_offset) for s in registry.segments(topic, partition))
     gaps = registry.gaps(topic, partition)
     result = PartitionAudit(topic, partition, kafka, kafka_error, coverage.start, coverage.expired_until, coverage.next_offset, remote, gaps)
     if coverage.start is None:

@@ -18,6 +18,9 @@ upper-cased with ``.`` → ``__``)::
     s3.multipart_chunk_bytes             ...S3__MULTIPART_CHUNK_BYTES                   8 MiB
     s3.part_concurrency                  ...S3__PART_CONCURRENCY                        4
     redis.url                            TIERED_KAFKA_AGENT_REDIS__URL                  (required)
+        redis://[user:password@]host:port/db, rediss://, unix://, or a Redis Cluster's seed nodes:
+        redis+cluster://[user:password@]host:port[,host:port...] (rediss+cluster:// with TLS);
+        a password holding '/', '?' or '#' percent-encoded (%2F, %3F, %23)
     leadership.mode                      ...LEADERSHIP__MODE      zookeeper | kraft | static (required)
     leadership.zookeeper_connect         ...LEADERSHIP__ZOOKEEPER_CONNECT               (zookeeper mode)
     leadership.bootstrap_servers         ...LEADERSHIP__BOOTSTRAP_SERVERS               (kraft mode)
@@ -48,6 +51,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
+from tiered_kafka.registry import check_url, describe_url
 from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
@@ -79,9 +83,7 @@ class RedisSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _redis_scheme(cls, value: str) -> str:
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"must be a redis://, rediss:// or unix:// URL, got {redact_url(value)!r}")
-        return value
+        return check_url(value)  # the registry's URL forms (tiered_kafka.registry.connect); no password in its message
 
 
 class LeadershipSettings(BaseModel):
@@ -175,30 +177,11 @@ class AgentSettings(EnvironmentFirstSettings):
         return value
 
     def redacted(self) -> dict[str, Any]:
-        """The settings for logging, secrets masked: the S3 secret key (a SecretStr) and the
-        password in the Redis URL (``redis://user:password@host`` → ``redis://user:***@host``)."""
+        """The settings for logging, secrets masked: the S3 secret key (a SecretStr) and the Redis
+        URL as ``tiered_kafka.registry.describe_url`` shows it (password masked, query left out)."""
         data = self.model_dump(mode="json")
-        data["redis"]["url"] = redact_url(self.redis.url)
+        data["redis"]["url"] = describe_url(self.redis.url)
         return data
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password of its userinfo part replaced by ``***``.
-
-    >>> redact_url("redis://default:s3cr3t@redis.example:6379/0")
-    'redis://default:***@redis.example:6379/0'
-    >>> redact_url("rediss://:token@host/1"), redact_url("redis://host:6379")
-    ('rediss://:***@host/1', 'redis://host:6379')
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, path = rest.partition("/")
-    userinfo, at, host = authority.rpartition("@")
-    if not at:
-        return url
-    user, colon, _password = userinfo.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}{slash}{path}"
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

@@ -111,5 +111,5 @@ def establish_coverage_start(
 def _previous_agent_start(topic: str, partition: int, registry: Registry) -> int | None:
     first = registry.next_segment(topic, partition, -1)
     gaps = registry.gaps(topic, partition)
-    candidates = ([first.base_offset] if first is not None else []) + ([gaps[0].start_offset] if gaps else [])
+    candidates = ([first.first] if first is not None else []) + ([gaps[0].start_offset] if gaps else [])
     return min(candidates) if candidates else None

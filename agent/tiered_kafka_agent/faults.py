@@ -6,7 +6,7 @@ the order a new partition and then one segment go through them:
 
     after_coverage_start  the partition's coverage start is recorded (registry, S3); nothing uploaded
     during_part           while a multipart .log upload is sending its parts
-    after_log             the .log object is complete (its indexes, uploaded beside it, may not be)
+    after_log             the .log object is complete (conditional PUT); its indexes are not uploaded yet
     before_register       every object is uploaded, the Redis registration has not happened
     before_watermark      registered in Redis, offset.wm not yet moved
 """

@@ -2,7 +2,8 @@
 
 Before anything else, the partition's coverage start is recorded (``coverage``: registry, then
 S3), so that from then on every offset at or after it that never reaches remote storage is a
-recorded gap, whatever crashes happen. Then, for each rotated segment with a base offset above the watermark, oldest first:
+recorded gap, whatever crashes happen. Then, for each rotated segment past the watermark (based
+above it, or holding offsets past the expected next offset: below), oldest first:
 
 1. open its files (live or ``.deleted`` names; its producer snapshot is the next segment's) and
    read its facts (CRC-verified batch headers, control records, .txnindex entries);
@@ -12,8 +13,13 @@ recorded gap, whatever crashes happen. Then, for each rotated segment with a bas
 
 Up to ``upload.max_concurrent_segments`` (at most 4) segments of the partition upload at once
 (steps 1-2), but steps 3-4 happen strictly in offset order, so the watermark never passes a
-segment that is not registered. A crash anywhere repeats at most the segments in flight on restart: uploads overwrite the same
-keys, registration of the same segment is a no-op, and the watermark only moves after it.
+segment that is not registered. A pass that stops early (a snapshot not written yet, the other
+leader's upload in flight, a failure) keeps the uploads that finished and commits them on a later
+pass: nothing uploaded is uploaded again by this uploader; and no segment is submitted past one
+still waiting for its snapshot. A crash anywhere repeats at most the segments in flight on
+restart: the ``.log`` found in place is recognised as the same bytes (``remote_store``), the
+indexes are written again, registration of the same segment is a no-op, and the watermark only
+moves after it.
 On start, after any missed filesystem event, and every ``upload.rescan_interval_s``, the
 directory is rescanned from the watermark, so nothing depends on inotify alone.
 
@@ -25,6 +31,15 @@ partition), this uploader's own mark, the end of offset.wm's segment (a previous
 else the coverage start, so that segments retention deleted while the agent was down before its
 first upload are gaps too. A segment with corrupt bytes is never registered: the partition stops
 advancing and retries, with an error in the log.
+
+Two leaders, one partition (after a leadership move; ``two_leaders``): a segment whose offsets
+are all registered is not uploaded; one straddling the expected next offset is registered from it
+(``SegmentEntry.first_offset``), never recorded as a gap; the ``.log`` goes up with
+``If-None-Match: *`` so no agent overwrites another's object (``remote_store``). Crash order per
+segment: ``.log`` (conditional) → indexes → registry → ``offset.wm``. ``offset.wm`` holds the
+base offset of the last segment this agent's replica finished, so a replica with other segment
+boundaries also reconsiders the one local segment that straddles it (its base below it, its end
+past it).
 """
 
 from __future__ import annotations
@@ -43,7 +58,7 @@ from botocore.exceptions import ClientError
 
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
-from tiered_kafka.registry import CoverageStart, Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
+from tiered_kafka.registry import CoverageStart, Registry, SegmentEntry
 from tiered_kafka_agent.coverage import establish_coverage_start, observed_log_start
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import (
@@ -58,7 +73,8 @@ from tiered_kafka_agent.local_segments import (
     snapshot_ready,
 )
 from tiered_kafka_agent.metrics import AgentMetrics
-from tiered_kafka_agent.remote_store import RemoteStore, UploadHooks
+from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks
+from tiered_kafka_agent.two_leaders import KEY_BUSY_RETRY_S, ObjectKeyBusyError, TwoLeaders
 from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -75,9 +91,10 @@ class _Upload:
     stats: SegmentStats | None
     entry: SegmentEntry | None
     gone: SegmentGoneError | None
+    taken: ObjectKeyTakenError | None = None
 
 
-class PartitionUploader:
+class PartitionUploader(TwoLeaders):
     """Uploads one partition's rotated segments; ``run`` in its own thread, ``stop`` to end it."""
 
     def __init__(
@@ -114,6 +131,8 @@ class PartitionUploader:
         self._accounted_until: int | None = None
         self._coverage: CoverageStart | None = None
         self._watermark_next: int | None = None  # the first offset after offset.wm's segment, when the registry cannot say
+        self._done: dict[int, tuple[int | None, _Upload]] = {}  # base → (next base, finished upload) not committed yet
+        self._taken_seen: dict[tuple[str, str], float] = {}  # two_leaders: (key, ETag) of another leader's object → first seen
         # several segments of this partition upload at once; registration stays in offset order
         self.window = max(1, min(MAX_WINDOW, upload_window))
         self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
@@ -212,7 +231,7 @@ class PartitionUploader:
             self._coverage = establish_coverage_start(self.topic, self.partition, self.registry, self.store, observed, self._watermark)
             self._watermark_next = self._end_of_watermark_segment(segments, active)
         now = time.monotonic()
-        pending = [s for s in segments if self._watermark is None or s.base_offset > self._watermark]
+        pending = self._pending(segments, active)
         for segment in pending:
             self._first_seen.setdefault(segment.base_offset, now)
         self._update_lag(pending, active)
@@ -222,24 +241,49 @@ class PartitionUploader:
                 if self._stop.is_set():
                     break
                 next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
-                in_flight.append((segment, next_base, self._pool.submit(self._upload, segment, next_base)))
+                in_flight.append((segment, next_base, self._submit(segment, next_base)))
                 while len(in_flight) > 2 * self.window:  # keep the pool busy while committing in order
-                    self._commit(*in_flight.popleft())
+                    self._commit_next(in_flight)
+                if self._snapshot_pending(segment, next_base):  # it will wait: upload nothing past it this pass
+                    break
             while in_flight:  # uploads already started finish and commit, even when stopping
-                self._commit(*in_flight.popleft())
+                self._commit_next(in_flight)
             if not pending and active is not None and not self._stop.is_set():
                 self._check_deleted_below(active)
         except SegmentNotReadyError as err:
             log.debug("%s: %s", self.name, err)
             return NOT_READY_RETRY_S
+        except ObjectKeyBusyError as err:
+            log.warning("%s: %s", self.name, err)
+            return KEY_BUSY_RETRY_S
         finally:
-            for _, _, future in in_flight:  # after a failure: let the rest finish, commit nothing out of order
+            for segment, next_base, future in in_flight:  # after a failure: commit nothing out of order, keep what finished
                 future.cancel()
                 with contextlib.suppress(Exception):
-                    future.result()
+                    self._done[segment.base_offset] = (next_base, future.result())
         self._failures = 0
-        self._update_lag([s for s in pending if self._watermark is None or s.base_offset > self._watermark], active)
+        self._update_lag(self._pending(segments, active), active)
         return self.rescan_interval_s
+
+    def _pending(self, segments: list[LocalSegment], active: int | None) -> list[LocalSegment]:
+        """Rotated segments past offset.wm: those based above it, and those based at or below it
+        that hold offsets past the expected next offset (offset.wm written by a replica that rolled
+        elsewhere: module doc). A replica's own finished segments never hold any: not re-read."""
+        wm = self._watermark
+        if wm is None:
+            return list(segments)
+        expected: int | None = None
+        pending = []
+        for index, segment in enumerate(segments):
+            following = segments[index + 1].base_offset if index + 1 < len(segments) else active
+            if segment.base_offset > wm:
+                pending.append(segment)
+            elif following is not None and following > wm:  # at most two segments reach past offset.wm's base
+                if expected is None:
+                    expected = self._expected_next_offset()
+                if expected is not None and following > expected:
+                    pending.append(segment)
+        return pending
 
     def _expected_next_offset(self) -> int | None:
         """The first offset not yet accounted for (registered or recorded as a gap), None before any.
@@ -294,29 +338,68 @@ class PartitionUploader:
     def _account(self, next_offset: int) -> None:
         self._accounted_until = max(self._accounted_until or 0, next_offset)
 
+    def _submit(self, segment: LocalSegment, next_base: int | None) -> Future[_Upload]:
+        """The upload of ``segment``: the one an earlier pass finished, else a new one in the pool."""
+        done = self._done.pop(segment.base_offset, None)
+        if done is not None and done[0] == next_base:
+            future: Future[_Upload] = Future()
+            future.set_result(done[1])
+            return future
+        return self._pool.submit(self._upload, segment, next_base)
+
+    def _commit_next(self, in_flight: deque[tuple[LocalSegment, int | None, Future[_Upload]]]) -> None:
+        """Commit the oldest upload in flight; one whose commit fails is kept for the next pass (its
+        upload finished), except when another leader's upload was in the way (looked at afresh)."""
+        segment, next_base, future = in_flight.popleft()
+        upload = future.result()
+        try:
+            self._commit(segment, next_base, upload)
+        except ObjectKeyBusyError:
+            raise
+        except Exception:
+            self._done[segment.base_offset] = (next_base, upload)
+            raise
+
+    def _snapshot_pending(self, segment: LocalSegment, next_base: int | None) -> bool:
+        """True when the segment's upload will wait for the broker's producer snapshot (``_settle_snapshot``)."""
+        if next_base is None or time.monotonic() - self._first_seen.get(segment.base_offset, time.monotonic()) >= SNAPSHOT_GRACE_S:
+            return False
+        try:
+            with open_segment(segment, next_base) as opened:
+                return not snapshot_ready(opened)
+        except (SegmentGoneError, SegmentNotReadyError):
+            return False
+
     def _upload(self, segment: LocalSegment, next_base: int | None) -> _Upload:
         """Read and upload one segment (in the pool; several segments of a partition at once).
 
-        Nothing is uploaded for an empty segment, nor for one that starts inside the range already
-        registered (all covered, or a new leader's differently rolled segment): uploading it would
-        overwrite or orphan objects that registered segments point at."""
+        Nothing is uploaded for an empty segment, nor for one whose offsets are all registered
+        already. One that straddles the expected next offset is uploaded to be registered from it
+        (``first_offset``; module doc)."""
         expected = self._expected_next_offset()
-        hooks = UploadHooks(
+        hooks = self._hooks()
+        try:
+            with open_segment(segment, next_base) as opened:
+                self._settle_snapshot(segment, next_base, opened)
+                stats = read_stats(opened)  # outside the upload slot: the slots stay busy sending bytes
+                if stats.record_count == 0 or (expected is not None and stats.last_offset < expected):
+                    return _Upload(stats, None, None)
+                first = expected if expected is not None and expected > segment.base_offset else None
+                with self.upload_slots:
+                    try:
+                        return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks, first_offset=first), None)
+                    except ObjectKeyTakenError as err:
+                        return _Upload(stats, None, None, err)
+        except SegmentGoneError as err:
+            return _Upload(None, None, err)
+
+    def _hooks(self) -> UploadHooks:
+        return UploadHooks(
             on_bytes=lambda n: self.metrics.uploaded_bytes.labels(self.topic).inc(n),
             on_retry=lambda err: self.metrics.retries.labels(self.topic).inc(),
             checkpoint=crash_point,
             pause=self._pause_without_slot,
         )
-        try:
-            with open_segment(segment, next_base) as opened:
-                self._settle_snapshot(segment, next_base, opened)
-                stats = read_stats(opened)  # outside the upload slot: the slots stay busy sending bytes
-                if stats.record_count == 0 or (expected is not None and segment.base_offset < expected):
-                    return _Upload(stats, None, None)
-                with self.upload_slots:
-                    return _Upload(stats, self.store.upload_segment(self.topic, self.partition, opened, stats, hooks), None)
-        except SegmentGoneError as err:
-            return _Upload(None, None, err)
 
     def _settle_snapshot(self, segment: LocalSegment, next_base: int | None, opened: OpenSegment) -> None:
         """Keep the producer snapshot only when it is there and whole; else wait for it up to
@@ -342,9 +425,9 @@ class PartitionUploader:
         finally:
             self.upload_slots.acquire()
 
-    def _commit(self, segment: LocalSegment, next_base: int | None, future: Future[_Upload]) -> None:
-        """Register one uploaded segment and move offset.wm: strictly in offset order."""
-        upload = future.result()
+    def _commit(self, segment: LocalSegment, next_base: int | None, upload: _Upload) -> None:
+        """Register one uploaded segment (or what stands for it: another leader's object, a tail) and
+        move offset.wm: strictly in offset order."""
         expected = self._expected_next_offset()
         if upload.gone is not None:
             if next_base is None:
@@ -353,53 +436,49 @@ class PartitionUploader:
             self._record_gap(segment.base_offset if start is None else start, next_base - 1, f"deleted before upload: {upload.gone}")
             self._advance_watermark(segment.base_offset)
             return
-        stats, entry = upload.stats, upload.entry
+        stats = upload.stats
         assert stats is not None
-        if entry is None or (expected is not None and segment.base_offset < expected):
-            if stats.record_count and expected is not None and stats.last_offset >= expected:
-                # a new leader rolled at other offsets: its segment straddles the registered range
-                self._record_gap(expected, stats.last_offset, "overlaps a segment uploaded by another leader")
-            else:
-                log.info("%s: segment %d holds nothing new (last offset %d)", self.name, segment.base_offset, stats.last_offset)
-            self._advance_watermark(segment.base_offset)
-            return
-        floor = self._gap_floor(expected)
-        if floor is not None and segment.base_offset > floor:
-            self._record_gap(floor, segment.base_offset - 1, "deleted before upload")
-        crash_point("before_register")
-        try:
-            added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {segment.base_offset}")
-        except (SegmentOverlapError, RegistryConflictError) as err:
-            # another uploader registered in between: report the offsets, never drop them silently
-            log.error("%s: %s", self.name, err)
-            self._record_gap(max(expected or 0, segment.base_offset), stats.last_offset, f"refused by the registry: {err}")
-            self._advance_watermark(segment.base_offset)
-            return
-        self._account(entry.last_offset + 1)
-        crash_point("before_watermark")
+        if upload.taken is not None:
+            registrations = self._taken_entries(segment, next_base, stats, upload.taken, expected)
+        else:
+            registrations = [] if upload.entry is None else [(upload.entry, stats.batch_index)]
         seen = self._first_seen.get(segment.base_offset)
+        done = [r for r in (self._register_in_order(segment, entry, batch_index) for entry, batch_index in registrations) if r is not None]
+        if not done:
+            log.info("%s: segment %d holds nothing new (last offset %d)", self.name, segment.base_offset, stats.last_offset)
+            self._advance_watermark(segment.base_offset)
+            return
+        crash_point("before_watermark")
         self._advance_watermark(segment.base_offset)
-        self.metrics.segments.labels(self.topic).inc()
+        for entry, added in done:
+            self.metrics.segments.labels(self.topic).inc()
+            log.info(
+                "%s: segment %d..%d uploaded and %s%s (%d bytes)",
+                self.name,
+                entry.base_offset,
+                entry.last_offset,
+                "registered" if added else "already registered",
+                f" from offset {entry.first_offset}" if entry.first != entry.base_offset else "",
+                entry.size,
+            )
         if seen is not None:
             self.metrics.roll_to_registered.observe(time.monotonic() - seen)
-        log.info(
-            "%s: segment %d..%d uploaded and %s (%d bytes)",
-            self.name,
-            entry.base_offset,
-            entry.last_offset,
-            "registered" if added else "already registered",
-            entry.size,
-        )
 
     def _advance_watermark(self, base_offset: int) -> None:
-        """offset.wm moves to ``base_offset``: every branch finishing with a segment (registered, a
-        gap, nothing new, refused by the registry) ends here, so it also forgets when the segments
-        up to it were first seen (never pending again; a long-running agent keeps nothing of them)."""
-        self.retry.call(lambda: self.store.write_watermark(self.topic, self.partition, base_offset), what=f"offset.wm of {self.name}")
+        """offset.wm moves to ``base_offset``, never backwards (a straddling segment's base can be
+        below it: ``_pending``): every branch finishing with a segment (registered, a gap, nothing
+        new, refused by the registry) ends here, so it also forgets when the segments up to it were
+        first seen and the uploads kept for them (never pending again; a long-running agent keeps
+        nothing of them)."""
+        base_offset = max(base_offset, self._watermark if self._watermark is not None else -1)
+        if base_offset != self._watermark:
+            self.retry.call(lambda: self.store.write_watermark(self.topic, self.partition, base_offset), what=f"offset.wm of {self.name}")
         self._watermark = base_offset
         self._watermark_moved = time.monotonic()
         for base in [b for b in self._first_seen if b <= base_offset]:
             del self._first_seen[base]
+        for base in [b for b in self._done if b <= base_offset]:
+            del self._done[base]
 
     def _record_gap(self, start: int, end: int, reason: str) -> None:
         if end < start:

@@ -10,6 +10,19 @@ The result equals what the agent registered (``Registry.dump`` compares them in 
 
 The coverage's ``expired_until`` (offsets remote retention deleted) comes from ``expired.json``,
 which remote retention writes before it deletes anything (``retention``).
+
+First offsets (``SegmentEntry.first_offset``): ``tk-first-offset`` is where the uploader meant to
+register from, a lower bound of where it did (registration starts later when the other leader
+registered more meanwhile). Segments are taken in order of that offset (then upload time, then
+base offset), each from the higher of its ``tk-first-offset`` and the offset after the segment
+kept before it; one holding nothing past that (an object a refused or superseded registration
+left behind) is left out with a warning. So the rebuilt ranges never overlap and every offset the kept objects
+hold stays covered. They can still differ from the registered ones when two leaders' objects
+overlap: e.g. B uploads its straddling [150..349] (tk-first-offset 200) before A uploads
+[200..299], A registers first, and B's registration is refused or moves to 300; rebuild, taking
+B's by its tk-first-offset 200, keeps B's object for 200..349 and leaves A's out: the same
+offsets, from other objects. A segment kept from later than its ``tk-first-offset`` has unknown
+range counts (``SegmentEntry.range_records`` -1; the Spark backfill's check names it).
 """
 
 from __future__ import annotations
@@ -22,7 +35,7 @@ from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import EXPIRED
 from tiered_kafka.registry import Registry, SegmentEntry
-from tiered_kafka_agent.remote_store import MetadataError, RemoteStore, entry_from_metadata
+from tiered_kafka_agent.remote_store import MetadataError, RemoteStore, entry_from_metadata, registered_from
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +113,17 @@ def _restore_coverage(store: RemoteStore, registry: Registry, topic: str, partit
 
 
 def _without_overlaps(entries: list[SegmentEntry], report: RebuildReport) -> list[SegmentEntry]:
-    """Entries in offset order, each overlapping an earlier-uploaded kept one dropped with a warning
-    (objects a refused registration left behind), so the rebuild never fails halfway."""
+    """Entries in offset order, each from the offset after the one kept before it (module doc);
+    one holding nothing past it is dropped with a warning, so the rebuild never fails halfway."""
     kept: list[SegmentEntry] = []
-    for entry in sorted(entries, key=lambda e: (e.upload_time_ms, e.base_offset)):
-        clash = next((k for k in kept if entry.base_offset <= k.last_offset and k.base_offset <= entry.last_offset), None)
-        if clash is not None:
-            log.warning("rebuild: skipping %s (offsets %d..%d overlap %s)", entry.object_key, entry.base_offset, entry.last_offset, clash.object_key)
+    for entry in sorted(entries, key=lambda e: (e.first, e.upload_time_ms, e.base_offset)):
+        first = entry.first if not kept else max(entry.first, kept[-1].last_offset + 1)
+        if first > entry.last_offset:
+            log.warning("rebuild: skipping %s (offsets %d..%d are all in %s)", entry.object_key, entry.first, entry.last_offset, kept[-1].object_key)
             report.skipped += 1
             continue
-        kept.append(entry)
-    return sorted(kept, key=lambda e: e.base_offset)
+        kept.append(entry if first == entry.first else registered_from(entry, first, None))  # its range's counts: unknown (-1) past tk-first-offset
+    return kept
 
 
 def _entry(store: RemoteStore, topic: str, partition: int, key: str, size: int) -> SegmentEntry | None:

@@ -2,17 +2,38 @@
 
 Upload of one segment (what a crash at each step leaves behind, all harmless):
 
-1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below), and
-   beside it, in parallel, ``.index``, ``.timeindex``, and ``.txnindex``/``.snapshot`` when
-   present (the snapshot is the broker's ``{next base}.snapshot``, stored under the segment's
-   stem: ``local_segments``), and the ``.batchindex`` built by the scan (``format.batch_index``;
-   none for a segment that is not magic 2 throughout) — a crash leaves objects nobody references (rebuild ignores a segment whose listed
-   files are not all there); the next attempt overwrites them;
-2. (the caller) registration in Redis, once every file has landed, then ``offset.wm``; the entry
+1. the ``.log``, with the segment's facts as user metadata (``x-amz-meta-tk-*``, below), as a
+   *conditional* PUT (``If-None-Match: *``, on the single PUT or on CompleteMultipartUpload): it
+   is created only if no object has the key. Refused (412 PreconditionFailed), the object there is
+   read (HEAD): the same size and ``tk-checksum`` means the same bytes (this agent's own earlier
+   attempt whose answer was lost or which crashed, or the other leader's copy of the same segment
+   after a leadership move): the upload goes on. Other bytes raise :class:`ObjectKeyTakenError`
+   and nothing more is written: the key belongs to another leader's upload, and the registry
+   decides (``partition_uploader``). A crash leaves a ``.log`` nobody references;
+2. then, in parallel, ``.index``, ``.timeindex``, and ``.txnindex``/``.snapshot`` when present
+   (the snapshot is the broker's ``{next base}.snapshot``, stored under the segment's stem:
+   ``local_segments``), and the ``.batchindex`` built by the scan (``format.batch_index``; none
+   for a segment that is not magic 2 throughout). Only once the ``.log`` is ours (or the same
+   bytes), so an upload that lost its key never overwrites the indexes of the segment that won
+   it; indexes of the same ``.log`` bytes from two replicas are both valid for it. A crash leaves
+   objects nobody references (rebuild ignores a segment whose listed files are not all there);
+   the next attempt overwrites them;
+3. (the caller) registration in Redis, once every file has landed, then ``offset.wm``; the entry
    carries the sparse plan index derived from the batch index (``format.sparse_index``; not in the
    object metadata, which is too small: a rebuilt registry gets it back from ``backfill-batch-index``).
 
-Uploading the same segment again writes the same keys with the same bytes: harmless.
+Before the PUT the key is read (HEAD): an earlier attempt (a crashed agent's, or the other
+leader's) that left the same bytes costs a HEAD, not a refused upload of the whole body (a
+refused multipart upload has sent every part before CompleteMultipartUpload is answered 412).
+Uploading the same segment again finds its own ``.log`` (step 1) and writes its indexes again
+(the same content when this replica wrote them; otherwise indexes of the same ``.log`` bytes,
+equally valid). The store must honour ``If-None-Match: *`` on PutObject and
+CompleteMultipartUpload (AWS S3 since August 2024, botocore 1.35.2; SeaweedFS): the agent checks
+it at startup (:meth:`RemoteStore.check_conditional_writes`: two conditional PUTs of a probe
+key, the second must be refused) and refuses to start against a store that ignores it, which
+would let a leader overwrite another's ``.log``. An unregistered object left by a leader that died
+is removed only with ``If-Match: <its ETag>`` (:meth:`RemoteStore.delete_if_unchanged`; DeleteObject
+with If-Match: botocore 1.35.67), so an object rewritten meanwhile is never deleted.
 Files at or above ``s3.multipart_threshold_bytes`` go up as multipart uploads whose parts are
 sent in parallel (boto3's transfer manager), read through the open descriptor
 (``/proc/self/fd/N``) so that a rename to ``.deleted`` cannot get in the way.
@@ -22,7 +43,14 @@ User metadata on the ``.log`` object (all strings)::
     tk-base-offset, tk-last-offset, tk-record-count, tk-min-timestamp, tk-max-timestamp,
     tk-leader-epoch, tk-checksum ("crc32c:xxxxxxxx"), tk-upload-time-ms, tk-files ("log,index,..."),
     tk-aborted-txns, tk-control-records (absent on objects uploaded before them: read as -1),
-    tk-open-txn-first-offset (absent on objects uploaded before it: read as -2, unknown)
+    tk-open-txn-first-offset (absent on objects uploaded before it: read as -2, unknown),
+    tk-min-timestamp-exact ("1": tk-min-timestamp is exact; absent before it: read as not exact),
+    tk-first-offset (the first offset the uploader meant to register, ``SegmentEntry.first_offset``;
+    absent before it: the base offset). A lower bound of the registered one: registration may
+    start later when another leader registered more meanwhile, and rebuild then takes the end of
+    the segment before it (``rebuild``),
+    tk-range-records, tk-range-control-records (``SegmentEntry.range_records``: the counts from
+    tk-first-offset on; -1 for a segment meant to be registered whole; absent before them: -1)
 
 Beside offset.wm, the partition's coverage start (``coverage.json``, ``{"offset", "observed_ms"}``),
 the remote retention mark (``expired.json``, ``{"expired_until"}``) and gap markers (``gaps/{start}-{end}``, JSON with the reason): see ``tiered_kafka.keyspace``.
@@ -30,8 +58,10 @@ the remote retention mark (``expired.json``, ``{"expired_until"}``) and gap mark
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
@@ -42,10 +72,12 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from tiered_kafka.errors import CorruptCheckpointError
+from tiered_kafka.format.batch_index import BatchIndex
 from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.registry import OPEN_TXN_UNKNOWN, CoverageStart, MalformedRegistryDataError, SegmentEntry
+from tiered_kafka.registry import OPEN_TXN_UNKNOWN, CoverageStart, MalformedRegistryDataError, RegistryValueError, SegmentEntry
+from tiered_kafka_agent.conditional_writes import add_if_none_match_hook, check_conditional_writes, exclusive_key, s3_error_code
 from tiered_kafka_agent.local_segments import OpenSegment, SegmentStats
 from tiered_kafka_agent.retry import RetryPolicy
 
@@ -73,7 +105,29 @@ def entry_metadata(entry: SegmentEntry) -> dict[str, str]:
         f"{META_PREFIX}aborted-txns": str(entry.aborted_txns),
         f"{META_PREFIX}control-records": str(entry.control_records),
         f"{META_PREFIX}open-txn-first-offset": str(entry.open_txn_first_offset),
+        f"{META_PREFIX}min-timestamp-exact": "1" if entry.min_timestamp_exact else "0",
+        f"{META_PREFIX}first-offset": str(entry.first_offset),
+        f"{META_PREFIX}range-records": str(entry.range_records),
+        f"{META_PREFIX}range-control-records": str(entry.range_control_records),
     }
+
+
+def registered_from(entry: SegmentEntry, first_offset: int, batch_index: bytes | None) -> SegmentEntry:
+    """``entry`` registered from ``first_offset``, with the record and control record counts of the
+    batches from there to its last offset (``SegmentEntry.range_records``) taken from the segment's
+    batch index (the entry's own, or of a segment holding the same batches); -1 without one."""
+    if first_offset == entry.base_offset:
+        return dataclasses.replace(entry, first_offset=first_offset, range_records=-1, range_control_records=-1)
+    records = control = -1
+    if batch_index is not None:
+        index = BatchIndex.from_bytes(batch_index)
+        records = control = 0
+        for slot in range(len(index)):
+            batch = index.entry(slot)
+            if batch.base_offset >= first_offset and batch.last_offset <= entry.last_offset:
+                records += batch.record_count
+                control += batch.record_count if batch.is_control else 0
+    return dataclasses.replace(entry, first_offset=first_offset, range_records=records, range_control_records=control)
 
 
 def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadata: dict[str, str]) -> SegmentEntry:
@@ -96,9 +150,32 @@ def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadat
             aborted_txns=int(metadata.get(f"{META_PREFIX}aborted-txns", "-1")),
             control_records=int(metadata.get(f"{META_PREFIX}control-records", "-1")),
             open_txn_first_offset=int(metadata.get(f"{META_PREFIX}open-txn-first-offset", str(OPEN_TXN_UNKNOWN))),
+            min_timestamp_exact=metadata.get(f"{META_PREFIX}min-timestamp-exact") == "1",
+            first_offset=int(metadata[f"{META_PREFIX}first-offset"]) if f"{META_PREFIX}first-offset" in metadata else None,
+            range_records=int(metadata.get(f"{META_PREFIX}range-records", "-1")),
+            range_control_records=int(metadata.get(f"{META_PREFIX}range-control-records", "-1")),
         )
-    except (KeyError, ValueError) as err:
+    except (KeyError, ValueError, MalformedRegistryDataError, RegistryValueError) as err:
         raise MetadataError(f"s3 object {key}: missing or malformed tk-* metadata ({err})") from err
+
+
+class ObjectKeyTakenError(Exception):
+    """A segment's ``.log`` key holds other bytes than this upload's (another leader's segment with
+    the same base offset): the conditional PUT was refused and nothing of this upload was written.
+
+    ``theirs`` is the entry the object's metadata describes (None when it has none readable),
+    ``etag`` the object's ETag (for a conditional delete) and ``age_s`` how long ago the store says
+    it was written (for messages only: the store's clock, and for a multipart upload possibly its
+    start; waits are timed with the agent's monotonic clock, ``two_leaders``)."""
+
+    def __init__(self, key: str, ours: SegmentEntry, theirs: SegmentEntry | None, age_s: float, etag: str = "") -> None:
+        described = "no readable tk-* metadata" if theirs is None else f"offsets {theirs.base_offset}..{theirs.last_offset}, {theirs.checksum}"
+        super().__init__(f"s3 object {key} holds another upload ({described}, written {age_s:.0f}s ago), not this segment's {ours.checksum}")
+        self.key = key
+        self.ours = ours
+        self.theirs = theirs
+        self.age_s = age_s
+        self.etag = etag
 
 
 @dataclass
@@ -120,11 +197,48 @@ class RemoteStore:
         self.keyspace = keyspace
         self.transfer = transfer
         self.retry = retry
-        # a segment's small files (.index, .timeindex, ...) go up beside its .log
+        # a segment's small files (.index, .timeindex, ...) go up in parallel once its .log is up
         self._companions = ThreadPoolExecutor(max_workers=8, thread_name_prefix="upload-companion")
+        add_if_none_match_hook(client)
+        self._probe_prefix: str | None = None  # set while the conditional write check has not passed
+        self._probe_lock = threading.Lock()
+
+    def check_conditional_writes(self, where: str) -> None:
+        """Refuse a store that ignores ``If-None-Match: *`` (module doc; ``conditional_writes``): from
+        now on, until the check has passed once, every ``.log`` upload first runs it again (a store
+        unreachable at startup is checked before anything is written to it)."""
+        with self._probe_lock:
+            self._probe_prefix = where
+            check_conditional_writes(self.client, self.bucket, where, self.retry)
+            self._probe_prefix = None
+
+    def _ensure_conditional_writes(self) -> None:
+        with self._probe_lock:
+            if self._probe_prefix is not None:
+                check_conditional_writes(self.client, self.bucket, self._probe_prefix, self.retry)
+                self._probe_prefix = None
+
+    def delete_if_unchanged(self, key: str, etag: str) -> bool:
+        """Delete ``key`` only while it still has ``etag`` (``If-Match``); False when it changed or is gone."""
+        try:
+            self.retry.call(lambda: self.client.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag), what=f"delete of s3://{self.bucket}/{key}")
+        except ClientError as err:
+            if s3_error_code(err) in ("PreconditionFailed", "NoSuchKey", "404"):
+                return False
+            raise
+        return True
+
+    def object_exists(self, key: str) -> bool:
+        """True when ``key`` holds an object (HEAD)."""
+        return self._head_or_none(key) is not None
 
     # -- uploads ---------------------------------------------------------------------------
-    def upload_segment(self, topic: str, partition: int, opened: OpenSegment, stats: SegmentStats, hooks: UploadHooks) -> SegmentEntry:
+    def upload_segment(
+        self, topic: str, partition: int, opened: OpenSegment, stats: SegmentStats, hooks: UploadHooks, *, first_offset: int | None = None
+    ) -> SegmentEntry:
+        """Upload one segment (module doc) and return the entry to register, from ``first_offset``
+        (None: its base offset). Raises :class:`ObjectKeyTakenError` when its ``.log`` key holds
+        other bytes (then nothing was written)."""
         base = opened.segment.base_offset
         kinds = [k for k in UPLOAD_ORDER if k in opened.files]
         entry = SegmentEntry(
@@ -145,7 +259,13 @@ class RemoteStore:
             control_records=stats.control_records,
             open_txn_first_offset=stats.open_txn_first_offset,
             sparse_index=stats.sparse_index,
+            min_timestamp_exact=stats.min_timestamp_exact,  # local_segments.MinTimestamp
         )
+        if first_offset is not None:
+            entry = registered_from(entry, first_offset, stats.batch_index)
+        log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)
+        self._put_log_exclusively(opened, log_key, entry, hooks)
+        hooks.checkpoint("after_log")
         companions = [
             self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)
             for kind in kinds
@@ -154,16 +274,63 @@ class RemoteStore:
         if stats.batch_index is not None:
             key = self.keyspace.segment_key(topic, partition, base, FileKind.BATCHINDEX)
             companions.append(self._companions.submit(self.put_bytes, key, stats.batch_index, hooks))
-        try:
-            log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)
-            self._upload_file(opened, FileKind.LOG, log_key, {"Metadata": entry_metadata(entry)}, hooks)
-            hooks.checkpoint("after_log")
-        finally:
-            for future in companions:  # wait for all (the files stay open until then), then raise the first error
-                future.exception()
+        for future in companions:  # wait for all (the files stay open until then), then raise the first error
+            future.exception()
         for future in companions:
             future.result()
         return entry
+
+    def _put_log_exclusively(self, opened: OpenSegment, key: str, entry: SegmentEntry, hooks: UploadHooks) -> None:
+        """Create the ``.log`` object only if the key is free (module doc, step 1); return when it
+        holds this segment's bytes, raise :class:`ObjectKeyTakenError` when it holds others."""
+        self._ensure_conditional_writes()
+        found = self._head_or_none(key)  # an earlier attempt or the other leader may hold it: no body sent for nothing
+        for _ in range(5):
+            if found is None:
+                try:
+                    exclusive_key(self.bucket, key, True)
+                    self._upload_file(opened, FileKind.LOG, key, {"Metadata": entry_metadata(entry)}, hooks)
+                    return
+                except Exception as err:
+                    code = s3_error_code(err)
+                    if code == "ConditionalRequestConflict":  # S3's 409: a concurrent conditional write of the key; ask again
+                        hooks.pause(0.2)
+                        found = self._head_or_none(key)
+                        continue
+                    if code != "PreconditionFailed":
+                        raise
+                finally:
+                    exclusive_key(self.bucket, key, False)
+                found = self._head_or_none(key)
+                if found is None:  # deleted since (e.g. a refused multipart's cleanup): try again
+                    continue
+            size, metadata, age_s, etag = found
+            if size == entry.size and metadata.get(f"{META_PREFIX}checksum") == entry.checksum:
+                log.debug("s3 object %s holds this segment's bytes already (an earlier attempt or the other leader's copy)", key)
+                return
+            try:
+                theirs: SegmentEntry | None = entry_from_metadata(entry.topic, entry.partition, key, size, metadata)
+            except MetadataError:
+                theirs = None
+            raise ObjectKeyTakenError(key, entry, theirs, age_s, etag)
+        raise ObjectKeyTakenError(key, entry, None, 0.0)
+
+    def _head_or_none(self, key: str) -> tuple[int, dict[str, str], float, str] | None:
+        """(size, tk-* metadata, age in seconds by the store's clock, ETag) of an object, None when there is none."""
+
+        def head() -> tuple[int, dict[str, str], float, str] | None:
+            try:
+                response = self.client.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as err:
+                if s3_error_code(err) in ("NoSuchKey", "404", "NotFound"):
+                    return None
+                raise
+            modified = response.get("LastModified")
+            age = max(0.0, time.time() - modified.timestamp()) if modified is not None else 0.0
+            metadata = {k.lower(): v for k, v in response.get("Metadata", {}).items()}
+            return int(response["ContentLength"]), metadata, age, str(response.get("ETag", ""))
+
+        return self.retry.call(head, what=f"HEAD s3://{self.bucket}/{key}")
 
     def _upload_file(self, opened: OpenSegment, kind: FileKind, key: str, extra: dict[str, Any], hooks: UploadHooks) -> None:
         size = opened.size(kind)
@@ -225,6 +392,15 @@ class RemoteStore:
         key = self.keyspace.coverage_start_key(topic, partition)
         body = json.dumps(start.to_dict(), sort_keys=True).encode()
         self.retry.call(lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=body), what=f"write of s3://{self.bucket}/{key}")
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """``length`` bytes of ``key`` from ``start`` (a ranged GET, with retries)."""
+        what = f"read of s3://{self.bucket}/{key} bytes {start}-{start + length - 1}"
+        return self.retry.call(lambda: self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read(), what=what)
+
+    def get_bytes(self, key: str) -> bytes | None:
+        """The whole object (a small one: a batch index), None when there is none."""
+        return self._get_or_none(key)
 
     def _get_or_none(self, key: str) -> bytes | None:
         def get() -> bytes | None:

@@ -65,9 +65,9 @@ class RemoteRetention:
             doomed.append(segment)
         if doomed:
             remaining = segments[len(doomed)] if len(doomed) < len(segments) else None
-            self.store.write_expired(topic, partition, remaining.base_offset if remaining else doomed[-1].next_offset)
+            self.store.write_expired(topic, partition, remaining.first if remaining else doomed[-1].next_offset)
         for segment in doomed:
-            self.registry.delete_segment(topic, partition, segment.base_offset)
+            self.registry.delete_segment(topic, partition, segment.first)  # keyed by its registered first offset
             self.store.delete_segment_objects(topic, partition, segment.base_offset, [FileKind(k) for k in segment.files])
             log.info("remote retention deleted %s-%d segment %d..%d", topic, partition, segment.base_offset, segment.last_offset)
         return doomed
@@ -77,9 +77,9 @@ class RemoteRetention:
 
         When retention emptied the partition, the bound is the last segment it just deleted; an
         emptied partition is otherwise left alone, since its next segments may be uploading now."""
-        info = self.registry.partition_info(topic, partition)
-        if info is not None and info.segment_count > 0:
-            below = info.earliest_offset
+        registered = self.registry.segments(topic, partition)
+        if registered:  # objects are named by base offsets, which may lie below a segment's first offset
+            below = min(s.base_offset for s in registered)
         elif doomed:
             below = doomed[-1].base_offset + 1
         else:

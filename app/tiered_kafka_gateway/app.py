@@ -28,7 +28,9 @@ from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import GuardUnexpected, install_handlers
 from tiered_kafka_gateway.metrics import GatewayMetrics
 from tiered_kafka_gateway.remote import ClusterReader
-from tiered_kafka_gateway.routes import health, partitions, records
+from tiered_kafka_gateway.routes import health, partitions, records, rsm_ranges
+from tiered_kafka_gateway.routes import time_ranges
+from tiered_kafka_gateway.rsm_reader import reader_for
 
 API_VERSION = "1.0.0"
 
@@ -61,7 +63,7 @@ class _RouteTiming:
             await self.app(scope, receive, record_status)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.latency.labels(route, str(status)).observe(time.perf_counter() - start)
+            self.metrics.observe(route, status, time.perf_counter() - start)
 
 
 @asynccontextmanager
@@ -83,12 +85,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.readers = {name: ClusterReader(name, cluster, settings) for name, cluster in settings.clusters.items()}
-    app.state.metrics = GatewayMetrics()
+    app.state.readers = {name: reader_for(name, cluster, settings) for name, cluster in settings.clusters.items()}
+    app.state.metrics = GatewayMetrics(app.state.readers)
     install_handlers(app)
     app.include_router(partitions.router)
     app.include_router(records.router)
+    app.include_router(time_ranges.router)
     app.include_router(health.router)
+    app.include_router(rsm_ranges.router)
 
     # outermost last: timing sees every answer, an escaped exception becomes a 500 with an id,
     # and authentication runs before routing (so unrouted paths answer 401 alike too)

@@ -152,6 +152,12 @@ class RemoteSegment:
     max_timestamp: int  # -1 when unknown (listed segments)
     files: tuple[str, ...] = ()  # uploaded file kinds (registry); () for listed segments
     sparse_index: bytes | None = None  # the registry entry's sparse plan index (format.sparse_index), when it has one
+    first_offset: int | None = None  # the registry's first_offset (its range is [first, last]); None: base_offset
+
+    @property
+    def first(self) -> int:
+        """The first offset this segment serves: its registry ``first_offset``, else its base offset."""
+        return self.base_offset if self.first_offset is None else self.first_offset
 
     @property
     def nbytes(self) -> int:
@@ -171,7 +177,7 @@ class RecentSegments:
     def __init__(self, ttl_s: float, capacity_bytes: int) -> None:
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
-        # (topic, partition) -> [(base offset, seen at, segment)], sorted
+        # (topic, partition) -> [(first offset, seen at, segment)], sorted
         self.cache: LRU[tuple[str, int], list[tuple[int, float, RemoteSegment]]] = LRU(
             "segments", capacity_bytes, lambda known: sum(64 + s.nbytes for _, _, s in known)
         )
@@ -201,8 +207,8 @@ class RecentSegments:
         if self.ttl_s <= 0:
             return
         with self._lock:
-            known = [k for k in self.cache.peek((topic, partition), count=False) or () if k[0] != segment.base_offset]
-            bisect.insort(known, (segment.base_offset, time.monotonic(), segment))
+            known = [k for k in self.cache.peek((topic, partition), count=False) or () if k[0] != segment.first]
+            bisect.insort(known, (segment.first, time.monotonic(), segment))
             self.cache.put((topic, partition), known)
 
 

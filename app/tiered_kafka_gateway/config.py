@@ -3,10 +3,24 @@
 Environment variables use the prefix ``TIERED_KAFKA_GATEWAY_`` and ``__`` for nesting; the
 file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the environment wins::
 
-    clusters.{name}.redis_url                   redis://... of that cluster's registry (required)
+    clusters.{name}.redis_url                   that cluster's registry (required): redis://, rediss://, unix://, or a
+                                                Redis Cluster as redis+cluster://host:port[,host:port...] (tiered_kafka.registry.connect)
     clusters.{name}.s3.bucket / prefix / entropy_bits / endpoint_url / region
     clusters.{name}.s3.access_key_id / secret_access_key   (default: boto3's credential chain)
     clusters.{name}.bootstrap_servers           Kafka, for broker offsets and proxied reads (optional)
+    clusters.{name}.kind                        "agent" (default: our agent's layout, Redis registry) or
+                                                "kip405": Kafka's own tiered storage written by Aiven's
+                                                RemoteStorageManager (no Redis; ``rsm_reader`` docstring)
+    clusters.{name}.rsm.bucket / key_prefix / endpoint_url / region / access_key_id / secret_access_key
+    clusters.{name}.rsm.key_ring                {key_id: PEM text or a path to a PEM file} of RSA private keys
+                                                (the RSM's encryption.key.pair.id; optional: only encrypted segments need it)
+    clusters.{name}.rsm.metadata_topic          "__remote_log_metadata" (read when bootstrap_servers is set)
+    rsm_url_secret         (none)     HMAC key of the gateway's byte-range URLs for encrypted RSM segments
+                                      (>= 32 characters; required when a kip405 cluster has a key ring;
+                                      the same on every replica behind one address)
+    rsm_url_ttl_s          60         lifetime of those URLs
+    public_url             (none)     the gateway's base URL as clients reach it (a load balancer's, behind
+                                      one): those URLs start with it; required with rsm_url_secret's case
     presign_ttl_s          300        lifetime of presigned URLs (max 3600)
     default_max_bytes      1 MiB      plan size when the request gives none
     max_bytes_limit        64 MiB     largest max_bytes a request may ask
@@ -36,20 +50,81 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
+from tiered_kafka.registry import check_url
 from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
 
 
+class RsmSettings(BaseModel):
+    """Where a KIP-405 cluster's RemoteStorageManager writes (Aiven's ``storage.s3.*`` and
+    ``key.prefix``), and the private keys of its ``encryption.key.pair.id``s."""
+
+    bucket: str
+    key_prefix: str = ""
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    key_ring: dict[str, SecretStr] = {}
+    metadata_topic: str = "__remote_log_metadata"
+
+    @field_validator("key_ring")
+    @classmethod
+    def _pem_or_path(cls, ring: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        """Each value is PEM text or a readable file holding it; read here, so a bad ring stops startup."""
+        loaded = {}
+        for key_id, value in ring.items():
+            text = value.get_secret_value()
+            if "-----BEGIN" not in text:
+                try:
+                    text = Path(text).read_text()
+                except OSError as err:
+                    raise ValueError(f"key {key_id!r}: not PEM text, and not a readable file ({err.strerror})") from None
+                if "-----BEGIN" not in text:
+                    raise ValueError(f"key {key_id!r}: the file holds no PEM block")
+            loaded[key_id] = SecretStr(text)
+        return loaded
+
+    def s3_location(self) -> S3Location:
+        return S3Location(
+            bucket=self.bucket, endpoint_url=self.endpoint_url, region=self.region,
+            access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
+        )
+
+
 class ClusterSettings(BaseModel):
-    redis_url: str
-    s3: S3Location
+    kind: Literal["agent", "kip405"] = "agent"
+    redis_url: str | None = None
+    s3: S3Location | None = None
+    rsm: RsmSettings | None = None
     bootstrap_servers: str | None = None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)  # the registry's URL forms; no password in its message
+
+    @model_validator(mode="after")
+    def _sections_of_kind(self) -> ClusterSettings:
+        if self.kind == "agent":
+            if self.redis_url is None or self.s3 is None:
+                raise ValueError('a cluster of kind "agent" needs redis_url and s3')
+            if self.rsm is not None:
+                raise ValueError('rsm is only for a cluster of kind "kip405"')
+        else:
+            if self.rsm is None:
+                raise ValueError('a cluster of kind "kip405" needs an rsm section (bucket, key_prefix, ...)')
+            if self.redis_url is not None or self.s3 is not None:
+                raise ValueError('a cluster of kind "kip405" has no registry: drop redis_url and s3 (its bucket is rsm.bucket)')
+        return self
 
 
 class CacheSettings(BaseModel):
@@ -60,6 +135,7 @@ class CacheSettings(BaseModel):
     segment_bytes: int = Field(32 * MIB, ge=4096)
     listing_bytes: int = Field(16 * MIB, ge=4096)
     txn_index_bytes: int = Field(32 * MIB, ge=4096)
+    rsm_chunk_bytes: int = Field(64 * MIB, ge=4096)  # de-transformed chunks of KIP-405 segments (rsm_reader.read_original)
     listing_ttl_s: float = Field(30.0, ge=0)
     segment_ttl_s: float = Field(2.0, ge=0, le=60)
 
@@ -100,6 +176,19 @@ class GatewaySettings(EnvironmentFirstSettings):
     auth: AuthSettings = AuthSettings()
     kafka: KafkaProxySettings = KafkaProxySettings()
     timeouts: TimeoutSettings = TimeoutSettings()
+    rsm_url_secret: SecretStr | None = None
+    rsm_url_ttl_s: int = Field(60, ge=1, le=3600)
+    public_url: str | None = Field(None, pattern=r"^https?://[^?#]+$")
+
+    @model_validator(mode="after")
+    def _rsm_secret(self) -> GatewaySettings:
+        if any(c.rsm is not None and c.rsm.key_ring for c in self.clusters.values()):
+            secret = self.rsm_url_secret
+            if secret is None or len(secret.get_secret_value()) < 32:
+                raise ValueError("rsm_url_secret (at least 32 characters) is required when a kip405 cluster has a key_ring")
+            if self.public_url is None:
+                raise ValueError("public_url (the gateway's base URL as clients reach it) is required when a kip405 cluster has a key_ring")
+        return self
 
     @field_validator("clusters")
     @classmethod

@@ -39,6 +39,7 @@ from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response,
 from tiered_kafka_gateway.remote import ClusterReader
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+PUBLIC_PREFIXES = ("/rsm-ranges/v1/",)  # signed byte-range URLs: the URL is the credential (rsm_urls)
 _ACCESS_KEY = "tiered_kafka_gateway.access"  # where Authenticate leaves the caller's Access in the ASGI scope
 UNAUTHENTICATED_MESSAGE = "a valid bearer token or X-API-Key is required"
 
@@ -63,7 +64,7 @@ class Authenticate:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             access = Access(None) if not self.enabled else self._authenticate(scope)
-            if access is None and scope.get("path") not in PUBLIC_PATHS:
+            if access is None and scope.get("path") not in PUBLIC_PATHS and not scope.get("path", "").startswith(PUBLIC_PREFIXES):
                 await error_response(ErrorCode.UNAUTHORIZED, UNAUTHENTICATED_MESSAGE)(scope, receive, send)
                 return
             scope[_ACCESS_KEY] = access

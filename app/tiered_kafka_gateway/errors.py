@@ -64,6 +64,8 @@ class ErrorCode(enum.Enum):
     STORAGE_UNAVAILABLE = (503, "storage_unavailable")
     KAFKA_UNAVAILABLE = (503, "kafka_unavailable")
     KAFKA_NOT_CONFIGURED = (409, "kafka_not_configured")
+    RSM_URL_REFUSED = (403, "rsm_url_refused")  # a byte-range URL of an encrypted RSM segment: bad signature, expired, other range (rsm_urls)
+    RSM_DECRYPTION_FAILED = (502, "rsm_decryption_failed")  # an RSM data key or chunk does not decrypt: wrong key, tampered tag, truncated
 
     @property
     def status(self) -> int:

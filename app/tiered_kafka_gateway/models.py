@@ -80,6 +80,20 @@ class SegmentRef(BaseModel):
     size: int
 
 
+class ChunkedRange(BaseModel):
+    """How to read a range of a compressed KIP-405 segment (Aiven's RemoteStorageManager): the URL
+    covers whole chunks of the stored object, each one zstd frame; decompress each, concatenate, and
+    keep the range's original bytes ``[start - original_start, end - original_start)``."""
+
+    compression: str = Field(description="zstd: each chunk is one zstd frame")
+    fetch_start: int = Field(description="first byte (inclusive) of the chunks in the stored object")
+    fetch_end: int = Field(description="end byte (exclusive) of the chunks in the stored object")
+    range_header: str = Field(description="the Range header to send (the URL was signed with it), instead of the range's own")
+    chunk_sizes: list[int] = Field(description="stored (compressed) size of each chunk, in order; they add up to fetch_end - fetch_start")
+    original_chunk_sizes: list[int] = Field(description="original (decompressed) size of each chunk")
+    original_start: int = Field(description="position in the original segment of the first chunk's first byte")
+
+
 class RangeOut(BaseModel):
     start: int = Field(description="first byte (inclusive) in the segment object")
     end: int = Field(description="end byte (exclusive)")
@@ -88,6 +102,9 @@ class RangeOut(BaseModel):
     last_offset: int
     url: str = Field(description="presigned SigV4 GET; send the Range header given here")
     range_header: str = Field(description="the Range header the URL was signed with")
+    transformed: ChunkedRange | None = Field(
+        description="set for a compressed KIP-405 segment: the URL serves stored chunks, not these bytes (ChunkedRange); null otherwise"
+    )
 
 
 class PlanResponse(BaseModel):
@@ -152,3 +169,28 @@ class RecordsResponse(BaseModel):
         "remote storage yet (the remote last stable offset of this read; below `offset` when that transaction began before it). "
         "With no records and next_offset == offset, nothing is readable at the offset until the marker is uploaded",
     )
+
+
+class OffsetSpan(BaseModel):
+    first_offset: int
+    last_offset: int = Field(description="inclusive")
+    size: int = Field(description="bytes of the segments in it")
+
+
+class TimeRanges(BaseModel):
+    """Remote offsets proven to hold no record stamped in [from_timestamp, to_timestamp] (``routes.time_ranges``)."""
+
+    cluster: str
+    topic: str
+    partition: int
+    from_timestamp: int
+    to_timestamp: int
+    pruned: list[OffsetSpan] = Field(
+        [], description="runs of adjacent pruned segments, in offset order: no record in them is stamped in the range; every other offset may hold one"
+    )
+    inexact: list[OffsetSpan] = Field(
+        [], description="kept segments whose minimum timestamp is not known exactly (registered before it was recorded, or listed from S3 only)"
+    )
+    earliest_offset: int | None = Field(None, description="first offset of the registered segments the answer was computed over; null: none registered")
+    pruned_segments: int = Field(0, description="segments no record of which is stamped in the range")
+    pruned_bytes: int = 0

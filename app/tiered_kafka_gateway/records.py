@@ -332,7 +332,7 @@ def aborted_txns(cluster: ClusterReader, topic: str, partition: int, segment: Re
     """The aborted transactions of a segment's ``.txnindex`` (``format.txn_index``), when the agent
     uploaded one (cached); none for a segment without one (Kafka writes it only for segments that
     received an ABORT marker). A corrupt file is a 502 corrupt_remote_data."""
-    entry = segment if isinstance(segment, SegmentEntry) else cluster._registry(lambda: cluster.registry.find(topic, partition, segment.base_offset))
+    entry = segment if isinstance(segment, SegmentEntry) else cluster._registry(lambda: cluster.registry.find(topic, partition, segment.first))
     if entry is None or FileKind.TXNINDEX.value not in entry.files:
         return []
     key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value

@@ -41,7 +41,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -53,6 +54,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from tiered_kafka.errors import FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
 from tiered_kafka.format.batch_index import BatchIndex
+from tiered_kafka.format.checkpoints import parse_offset_wm
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.segment_names import FileKind, Suffix
 from tiered_kafka.format.sparse_index import SparseIndex
@@ -68,7 +70,7 @@ from tiered_kafka.read_plan import (
     plan_ranges,
     sparse_plan_fits,
 )
-from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry, connect
 from tiered_kafka.service_support import s3_client
 from tiered_kafka.transactions import remote_last_stable_offset
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
@@ -87,6 +89,7 @@ class Plan:
     urls: list[str]
     expires_at_ms: int
     gap: Gap | None  # set when the requested offset fell in a gap and the plan starts after it
+    transformed: list[Any] | None = None  # per range, a models.ChunkedRange or None (compressed KIP-405 segments: rsm_reader)
 
 
 class ClusterReader(SegmentIndexes):
@@ -94,15 +97,11 @@ class ClusterReader(SegmentIndexes):
         self.name = name
         self.settings = settings
         s3 = cluster.s3
-        self.bucket = s3.bucket
+        if s3 is None or cluster.redis_url is None:  # config: a kind "agent" cluster has both (kip405: rsm_reader)
+            raise ValueError(f"cluster {name} has no redis_url and s3 section")
+        self._init_s3(s3, s3.bucket, settings)
         self.keyspace = Keyspace(s3.prefix, name, s3.entropy_bits)
-        self.s3 = s3_client(s3, connect_timeout_s=settings.timeouts.s3_s, read_timeout_s=settings.timeouts.s3_s, max_pool_connections=32)
-        # presigning signs with botocore's SigV4 query signer directly: the same algorithm as
-        # generate_presigned_url, without its per-call request pipeline (0.45 ms -> 0.13 ms)
-        endpoint = (s3.endpoint_url or f"https://s3.{s3.region}.amazonaws.com").rstrip("/")
-        self._object_url_prefix = f"{endpoint}/{quote(self.bucket, safe='')}/"
-        self._region = s3.region
-        self.redis = redis.Redis.from_url(
+        self.redis = connect(
             cluster.redis_url, socket_timeout=settings.timeouts.redis_s, socket_connect_timeout=settings.timeouts.redis_s, max_connections=64
         )
         self.registry = Registry(self.redis, name)
@@ -120,19 +119,29 @@ class ClusterReader(SegmentIndexes):
         self._listing_lock = threading.Lock()
         self._loads = BackgroundLoads()
         self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
-        self.s3_gets = 0
-        self.s3_gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
-        self.presigns = 0
         self._recent_segments = RecentSegments(cache.segment_ttl_s, cache.segment_bytes // 2)
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
         self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 2, lambda found: 64)
+
+    def _init_s3(self, location: Any, bucket: str, settings: GatewaySettings) -> None:
+        """The S3 side every reader shares (this class and ``rsm_reader.RsmClusterReader``): the client,
+        the counts ``_get`` and ``presign`` keep, and the object URL prefix presigning signs with
+        botocore's SigV4 query signer directly: the same algorithm as generate_presigned_url, without
+        its per-call request pipeline (0.45 ms -> 0.13 ms). ``location``: an ``S3Location``."""
+        self.bucket = bucket
+        self.s3 = s3_client(location, connect_timeout_s=settings.timeouts.s3_s, read_timeout_s=settings.timeouts.s3_s, max_pool_connections=32)
+        endpoint = (location.endpoint_url or f"https://s3.{location.region}.amazonaws.com").rstrip("/")
+        self._object_url_prefix = f"{endpoint}/{quote(bucket, safe='')}/"
+        self._region = location.region
+        self.s3_gets = 0
+        self.s3_gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
+        self.presigns = 0
 
     def close(self) -> None:
         """Release what this reader holds (the app's shutdown, ``app.lifespan``): the background
         loads' threads, the Redis connection pool and the S3 client's HTTP connections."""
         self._loads.close()
-        self.redis.close()
-        self.redis.connection_pool.disconnect()  # every pooled connection, idle or not
+        self.redis.close()  # from_url's Redis and RedisCluster both disconnect every pooled connection, idle or not
         self.s3.close()  # botocore: closes the endpoint's urllib3 pool
 
     def wait_for_background_loads(self, timeout_s: float = 30.0) -> bool:
@@ -255,7 +264,7 @@ class ClusterReader(SegmentIndexes):
             gap = next((g for g in gaps if g.start_offset <= offset <= g.end_offset), None)
             if following is None:
                 raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
-            return _from_entry(following), gap or Gap(offset, following.base_offset - 1, "no remote segment", 0)
+            return _from_entry(following), gap or Gap(offset, following.first - 1, "no remote segment", 0)
         listed = self._listed(topic, partition)
         if not listed:
             coverage = self.coverage_start(topic, partition)
@@ -282,11 +291,22 @@ class ClusterReader(SegmentIndexes):
         return self._listings.get_or_load((topic, partition), lambda: self._list(topic, partition))
 
     def _list(self, topic: str, partition: int) -> list[RemoteSegment]:
+        """The partition's committed segments by listing: those at or below ``offset.wm``.
+
+        ``offset.wm`` names the last segment fully uploaded (Pinterest's uploader and our agent
+        write it after the segment's files), so a ``.log`` above it, or any ``.log`` when there is
+        no ``offset.wm`` yet, is an upload in flight whose indexes may not have landed: it is not
+        served (it is neither committed nor lost)."""
         prefix = self.keyspace.partition_prefix(topic, partition)
+        wm_key = self.keyspace.offset_wm_key(topic, partition)
         logs: list[tuple[int, str, int]] = []
+        committed_up_to = -1
         try:
             for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Contents", ()):
+                    if item["Key"] == wm_key:
+                        committed_up_to = self._committed_up_to(wm_key)
+                        continue
                     try:
                         parsed = self.keyspace.parse(item["Key"])
                     except InvalidSegmentNameError:
@@ -296,12 +316,19 @@ class ClusterReader(SegmentIndexes):
                         logs.append((name.base_offset, item["Key"], int(item["Size"])))
         except (ClientError, BotoCoreError) as err:
             raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 listing of {prefix} failed: {err}") from err
-        logs.sort()
+        logs = sorted(log for log in logs if log[0] <= committed_up_to)
         segments = []
         for i, (base, key, size) in enumerate(logs):
             last = logs[i + 1][0] - 1 if i + 1 < len(logs) else self._last_offset_of(key, base, size)
             segments.append(RemoteSegment(key, base, last, size, -1))
         return segments
+
+    def _committed_up_to(self, wm_key: str) -> int:
+        """The base offset ``offset.wm`` names; a malformed one is corrupt remote data (502)."""
+        try:
+            return parse_offset_wm(self._get(wm_key), f"s3://{self.bucket}/{wm_key}")
+        except FormatError as err:
+            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
 
     def _last_offset_of(self, key: str, base: int, size: int) -> int:
         index = self.offset_index(key, base)
@@ -327,6 +354,8 @@ class ClusterReader(SegmentIndexes):
         if sparse is None or not sparse_plan_fits(sparse, start, max_bytes):
             return None
         ranges = plan_from_sparse_index(sparse, segment_last_offset=segment.last_offset, offset=start, max_bytes=max_bytes, range_bytes=range_bytes)
+        if ranges and ranges[0].first_offset < segment.first:  # batches before first_offset belong to the segment before: exact plan
+            return None
         # not the exact plan (an early start, a range coarser than asked, an end short of max_bytes):
         # the batch index gives exact starts, finer ranges and fuller plans to the plans that follow
         exact = ranges[0].first_offset == start and all(r.size <= range_bytes for r in ranges) and ranges[-1].end == segment.size
@@ -336,9 +365,9 @@ class ClusterReader(SegmentIndexes):
         """Ranges of one segment from ``offset`` within ``max_bytes``, each at most ``range_bytes``
         where the batches allow (None: ``settings.range_bytes``), with a presigned URL each."""
         segment, gap = self.segment_for(topic, partition, offset)
-        start = segment.base_offset if gap is not None else offset
+        start = segment.first if gap is not None else offset  # first_offset: the batch holding it starts the plan
         range_bytes = range_bytes or self.settings.range_bytes
-        try:
+        with planning_errors(segment.object_key, "registry"):
             sparse = self._sparse_plan(segment, start, max_bytes, range_bytes)
             index = None if sparse is not None else self.batch_index(segment)
             if sparse is not None:
@@ -356,12 +385,6 @@ class ClusterReader(SegmentIndexes):
                     max_bytes=max_bytes,
                     range_bytes=range_bytes,
                 )
-        except UnsupportedFormatError as err:
-            raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
-        except OffsetOutOfRangeError as err:
-            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{segment.object_key}: the registry and the segment disagree: {err}") from err
-        except FormatError as err:
-            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{segment.object_key}: {err}") from err
         ttl = self.settings.presign_ttl_s
         urls = [self.presign(segment.object_key, r, ttl) for r in ranges]
         if sparse is not None and sparse[1] is not None:  # last: the load starts once this plan is made
@@ -399,7 +422,7 @@ class ClusterReader(SegmentIndexes):
 
 
 def _from_entry(entry: SegmentEntry) -> RemoteSegment:
-    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp, entry.files, entry.sparse_index)
+    return RemoteSegment(entry.object_key, entry.base_offset, entry.last_offset, entry.size, entry.max_timestamp, entry.files, entry.sparse_index, entry.first_offset)
 
 
 def _before_coverage(topic: str, partition: int, offset: int, coverage: CoverageStart, **extent: int) -> GatewayError:
@@ -410,6 +433,21 @@ def _before_coverage(topic: str, partition: int, offset: int, coverage: Coverage
         coverage_start_offset=coverage.offset,
         **extent,
     )
+
+
+@contextmanager
+def planning_errors(object_key: str, source: str) -> Iterator[None]:
+    """What planning a segment's ranges raises, as the gateway answers it: a format the reader does not know
+    is ``unsupported_format``; an offset the segment does not hold though its ``source`` (the registry, the
+    RSM's metadata) says it does, or any other bad byte, is ``corrupt_remote_data`` naming the object."""
+    try:
+        yield
+    except UnsupportedFormatError as err:
+        raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
+    except OffsetOutOfRangeError as err:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{object_key}: the {source} and the segment disagree: {err}") from err
+    except FormatError as err:
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{object_key}: {err}") from err
 
 
 def _out_of_range(topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:

@@ -8,7 +8,9 @@ One root, so callers can catch everything of ours in one clause::
     │   │   └── TruncatedRecordError    the buffer ends inside a batch
     │   ├── CorruptIndexError       an .index or .timeindex file is malformed
     │   ├── InvalidSegmentNameError a file name is not a Kafka segment file name
-    │   └── CorruptCheckpointError  offset.wm, leader-epoch-checkpoint, ... malformed
+    │   ├── CorruptCheckpointError  offset.wm, leader-epoch-checkpoint, ... malformed
+    │   └── RsmFormatError          an Aiven RSM object (key, manifest, chunk index, metadata record) is malformed
+    │       └── RsmDecryptionError  an RSM chunk or data key does not decrypt (wrong key, tampered tag, truncated)
     ├── UnsupportedCodecError       a batch uses a compression codec we cannot decode
     ├── LogWriteError               the log.dir writer refused an append (offsets, sizes, ...)
     │   └── AppendRefusedError      refused by one of Kafka's append rules; names Kafka's error
@@ -70,6 +72,15 @@ class InvalidSegmentNameError(FormatError):
 
 class CorruptCheckpointError(FormatError):
     """A checkpoint file (offset.wm, leader-epoch-checkpoint, ...) is malformed."""
+
+
+class RsmFormatError(FormatError):
+    """An object written by Aiven's RemoteStorageManager (KIP-405) is malformed: its key, its
+    ``.rsm-manifest``, its chunk index, a chunk, or a ``__remote_log_metadata`` record (tiered_kafka.rsm)."""
+
+
+class RsmDecryptionError(RsmFormatError):
+    """An RSM data key or chunk does not decrypt: no or the wrong RSA key, a tampered AES-GCM tag, a truncated chunk."""
 
 
 class UnsupportedCodecError(TieredKafkaError):
@@ -149,6 +160,19 @@ class RemoteGapError(RemoteReadError):
         self.start_offset = start_offset
         self.end_offset = end_offset
         self.reason = reason
+
+
+class KafkaReadError(RemoteReadError):
+    """A hybrid-mode read (``tiered.mode`` REMOTE_PREFERRED / KAFKA_PREFERRED) could not read
+    Kafka's part exactly: a Kafka error, a timeout (``kafkaConsumer.pollTimeoutMs``)."""
+
+
+class KafkaMetadataError(KafkaReadError):
+    """The driver could not learn a partition's log start or end from Kafka (ListOffsets failed)."""
+
+
+class KafkaDataLossError(KafkaReadError, OffsetOutOfRangeError):
+    """Offsets of a hybrid read are in neither Kafka nor remote storage and ``failOnDataLoss`` is true."""
 
 
 class TopicAuthorizationError(GatewayRequestError):

@@ -10,12 +10,14 @@ Two HTTP connection pools (httpx, keep-alive):
   * S3's, for presigned URLs, which sends *no* credentials: the URL is the credential. Its only
     extra header is the ``Range`` the URL was signed with (the read-plan contract).
 
-Retries: connection failures, timeouts and 5xx/429 answers are retried ``retries`` times with
-exponential backoff; then the last error is raised (``RemoteReadError``). A 500 ``internal_error``
-or 502 ``corrupt_remote_data`` (a bug, or bytes in S3 that are not Kafka's: not transient) and every
-4xx answer of the gateway are raised at once. A 403 from S3 (the URL expired) or a 404 (remote retention removed the object after it was
-planned) is ``PresignedUrlError``: the caller re-plans and tries once more; a re-plan of an offset
-no longer remote raises ``OffsetNotRemoteError``.
+Retries: every gateway call and presigned GET goes through ``gateway_retry.call_with_retries``
+(``retries`` + 1 attempts; which failures are transient, and why, is written there). The gateway's
+answers are judged by ``gateway_retry.transient_answer``; presigned S3 GETs by S3's rule (any 5xx,
+429, or a short body is retried). (The gateway's own signed byte-range URLs, for encrypted KIP-405
+segments, answer errors in its JSON envelope: ``_range_endpoint_error``.) A 403 from S3 (the URL
+expired) or a 404 (remote retention removed the object after it was planned) is
+``PresignedUrlError``: the caller re-plans and tries once more; a re-plan of an offset no longer
+remote raises ``OffsetNotRemoteError``.
 
 Never silently empty: the gateway's errors map to exceptions as follows, and only the first two
 ever mean "remote storage holds nothing here":
@@ -35,13 +37,19 @@ range asked (RFC 9110, section 14.4): a 200 means the server or a proxy ignored 
 sending the whole object, which is refused before its body is read (``RemoteReadError``). Messages
 name the object by its URL without the query string: a presigned query string is a credential and
 is never logged.
+
+Re-exported, so that ``from tiered_kafka.gateway_client import ...`` keeps working for them:
+``ChunkedRange``, ``PlannedRange``, ``PlanGap``, ``Plan``, ``MIN_RANGE_BYTES``, ``coalesce_ranges``
+and ``read_gap`` (from ``gateway_plan``: a plan's data types and range math); ``MAX_BACKOFF_S``,
+``TRANSIENT_STATUSES``, ``transient_answer``, ``transient_error`` and ``backoff_s`` (from
+``gateway_retry``: the retry rule).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Sequence
+import functools
+import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit
@@ -49,107 +57,39 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError, TopicAuthorizationError
+from tiered_kafka.gateway_plan import MIN_RANGE_BYTES, ChunkedRange, Plan, PlanGap, PlannedRange, coalesce_ranges, read_gap
+from tiered_kafka.gateway_retry import (
+    MAX_BACKOFF_S,
+    TRANSIENT_STATUSES,
+    TransientFailure,
+    backoff_s,
+    call_with_retries,
+    transient_answer,
+    transient_error,
+)
 from tiered_kafka.http_transport import StdlibTransport
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "MAX_BACKOFF_S",
+    "MIN_RANGE_BYTES",
+    "TRANSIENT_STATUSES",
+    "ChunkedRange",
+    "GatewayClient",
+    "PartitionExtent",
+    "Plan",
+    "PlanGap",
+    "PlannedRange",
+    "RemoteExtent",
+    "backoff_s",
+    "check_content_range",
+    "coalesce_ranges",
+    "object_url",
+    "read_gap",
+    "transient_answer",
+    "transient_error",
+]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedRange:
-    """One presigned, batch-aligned byte range of a segment object (``RangeOut``)."""
-
-    start: int
-    end: int
-    first_offset: int
-    last_offset: int
-    url: str
-    range_header: str
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-MIN_RANGE_BYTES = 4096
-"""The smallest ``range_bytes`` a plan may ask (the gateway's bound)."""
-
-
-def coalesce_ranges(ranges: Sequence[PlannedRange], max_bytes: int) -> list[PlannedRange]:
-    """Merge a plan's contiguous ranges into as few GETs as ``max_bytes`` allows (#15).
-
-    A plan's ranges lie back to back in one segment object (each ends where the next starts), so
-    consecutive ones join into one batch-aligned range holding the first's first offset to the
-    last's last offset, fetched with one GET of the shared URL. The gateway's presigned URLs bind
-    one object *and one range* (DESIGN.md: Range is a signed header), so only ranges carrying the
-    very same URL merge (one signed for the object, or unsigned); a plan asked with
-    ``range_bytes`` = ``max_bytes`` (``GatewayClient.plan``'s default) has the fewest ranges the
-    batches allow already, each with its own URL. A range alone larger than ``max_bytes`` stays
-    whole: batches are never split. Ranges that do not touch (another object, a hole) never merge.
-
-    >>> a = PlannedRange(0, 10, 0, 4, "u", "bytes=0-9"); b = PlannedRange(10, 30, 5, 9, "u", "bytes=10-29")
-    >>> [(r.start, r.end, r.first_offset, r.last_offset, r.range_header) for r in coalesce_ranges([a, b], 64)]
-    [(0, 30, 0, 9, 'bytes=0-29')]
-    >>> len(coalesce_ranges([a, b], 20))
-    2
-    """
-    merged: list[PlannedRange] = []
-    for planned in ranges:
-        last = merged[-1] if merged else None
-        if last is not None and last.end == planned.start and last.url == planned.url and planned.end - last.start <= max_bytes:
-            merged[-1] = PlannedRange(
-                start=last.start,
-                end=planned.end,
-                first_offset=last.first_offset,
-                last_offset=planned.last_offset,
-                url=last.url,
-                range_header=f"bytes={last.start}-{planned.end - 1}",
-            )
-        else:
-            merged.append(planned)
-    return merged
-
-
-@dataclass(frozen=True, slots=True)
-class PlanGap:
-    start_offset: int
-    end_offset: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A read plan (``PlanResponse``): ranges of one segment, the first holding ``offset``."""
-
-    topic: str
-    partition: int
-    offset: int
-    object_key: str
-    segment_base_offset: int
-    segment_last_offset: int
-    ranges: tuple[PlannedRange, ...]
-    next_offset: int
-    expires_at_ms: int
-    gap: PlanGap | None
-    last_stable_offset: int | None = None  # asked with read_committed: the remote LSO (None: unknown)
-
-
-def read_gap(plan: Plan, offset: int, end: int) -> PlanGap | None:
-    """The gap a read of [``offset``, ``end``) meets in ``plan`` (asked at ``offset``): the offsets
-    ``offset``..(its first range's first offset or ``end``) - 1 with ``plan.gap``'s reason; None
-    when the plan has no gap. The one rule of the bulk API and the Spark source.
-
-    Only ``plan.gap`` (recorded by the agent, or no remote segment holding the offset) is a gap.
-    A first range starting after ``offset`` without one is not: its segment holds no batch there
-    because compaction removed whole batches (or the segment's base offset lies below its first
-    batch), and a Kafka consumer passes such offsets silently (the broker's fetch answers from the
-    next batch, ``FetchCollector`` delivers what it gets; Spark's ``KafkaDataConsumer.fetchRecord``
-    skips an offset that is "still valid but invisible" and reports data loss only below the
-    earliest offset)."""
-    if plan.gap is None:
-        return None
-    first = plan.ranges[0].first_offset
-    return PlanGap(offset, max(offset, min(first, end) - 1), plan.gap.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +144,9 @@ class GatewayClient:
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self.has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits, transport=transport)
-        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, transport=transport if transport is not None else StdlibTransport(httpx.HTTPTransport(limits=limits)))
+        tls = _tls_context()  # one per process: httpx builds one per client and transport otherwise (~15 ms of CPU each)
+        self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits, transport=transport, verify=tls)
+        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, verify=tls, transport=transport if transport is not None else StdlibTransport(httpx.HTTPTransport(limits=limits, verify=tls)))
 
     def close(self) -> None:
         self._api.close()
@@ -258,6 +199,7 @@ class GatewayClient:
                 last_offset=_field(r, "last_offset", int),
                 url=_field(r, "url", str),
                 range_header=_field(r, "range_header", str),
+                transformed=_chunked_range(r.get("transformed")),
             )
             for r in _field(body, "ranges", list)
         )
@@ -293,11 +235,13 @@ class GatewayClient:
         def attempt() -> bytes:
             with self._s3.stream("GET", planned.url, headers={"Range": planned.range_header}) as response:
                 status = response.status_code
+                if status != 206 and (answered := _range_endpoint_error(response, where)) is not None:
+                    raise answered  # the gateway's own byte-range URL (encrypted KIP-405 segment) answered its error envelope
                 if status in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
                     response.read()
                     raise PresignedUrlError(f"S3 refused the presigned GET of {where} ({status}): {_s3_message(response)}")
                 if status >= 500 or status == 429:
-                    raise _Retry(f"S3 answered {status} for {where}")
+                    raise TransientFailure(f"S3 answered {status} for {where}")
                 if status == 200:  # the Range was ignored: the body is the whole object; not read
                     raise RemoteReadError(
                         f"S3 answered 200 instead of 206 Partial Content for {where}: the server or a proxy ignored the Range header "
@@ -309,7 +253,7 @@ class GatewayClient:
                 check_content_range(response.headers.get("content-range"), planned, where)
                 data = response.read()
             if len(data) != planned.size:
-                raise _Retry(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
+                raise TransientFailure(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
             return data
 
         where = f"{planned.range_header} of {object_url(planned.url)}"
@@ -319,8 +263,8 @@ class GatewayClient:
     def _get_json(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
             response = self._api.get(path, params=params)
-            if (response.status_code >= 500 or response.status_code == 429) and _error_code(response) not in _NOT_TRANSIENT:
-                raise _Retry(_describe_error(response))
+            if transient_answer(response.status_code, _error_code(response)):
+                raise TransientFailure(_describe_error(response))
             if response.status_code != 200:
                 raise _gateway_error(response, has_token=self.has_token)
             try:
@@ -334,25 +278,31 @@ class GatewayClient:
         return self._with_retries(attempt, f"gateway request {self.base_url}{path}")
 
     def _with_retries(self, attempt: Callable[[], T], what: str) -> T:
-        delay = self.backoff_s
-        for number in range(self.retries + 1):
-            try:
-                return attempt()
-            except (_Retry, httpx.TransportError) as err:
-                if number == self.retries:
-                    raise RemoteReadError(f"{what} failed after {self.retries + 1} attempts: {err}") from err
-                log.debug("retrying %s after %s", what, err)
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")
+        return call_with_retries(attempt, what, retries=self.retries, base_backoff_s=self.backoff_s)
+
+    def time_ranges(self, topic: str, partition: int, from_ms: int, to_ms: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], int | None]:
+        """(pruned, inexact, earliest_offset) of the gateway's time-ranges endpoint (``routes.time_ranges``),
+        spans as (first_offset, last_offset inclusive, bytes): the remote offsets proven to hold no record
+        stamped in [from_ms, to_ms], the kept segments whose minimum timestamp is not exact, and the
+        first registered offset answered over (None: none registered)."""
+        body = self._get_json(f"{_partition_path(topic, partition)}/time-ranges", params={"from_timestamp": from_ms, "to_timestamp": to_ms})
+
+        def spans(name: str) -> list[tuple[int, int, int]]:
+            items = body.get(name)
+            if not isinstance(items, list):
+                raise GatewayRequestError(f"gateway answer lacks a valid {name!r} (list): got {items!r}", status=200, code="malformed_response")
+            return [(_field(i, "first_offset", int), _field(i, "last_offset", int), _field(i, "size", int)) for i in items]
+
+        earliest = body.get("earliest_offset")
+        if earliest is not None and not isinstance(earliest, int):
+            raise GatewayRequestError(f"gateway answered a non-integer earliest_offset {earliest!r}", status=200, code="malformed_response")
+        return spans("pruned"), spans("inexact"), earliest
 
 
-#: 5xx codes of the gateway that trying again cannot fix: a bug, or bytes in S3 that are not Kafka's format
-_NOT_TRANSIENT = frozenset({"internal_error", "corrupt_remote_data"})
-
-
-class _Retry(Exception):
-    """A transient failure: try again."""
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi, ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once and shared (thread-safe)."""
+    return httpx.create_ssl_context()
 
 
 def _partition_path(topic: str, partition: int) -> str:
@@ -364,6 +314,18 @@ def _optional_int(value: Any, name: str) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise GatewayRequestError(f"gateway answered a non-integer {name} {value!r}", status=200, code="malformed_response")
+
+
+def _chunked_range(body: Any) -> ChunkedRange | None:
+    if body is None:
+        return None
+    sizes, originals = _field(body, "chunk_sizes", list), _field(body, "original_chunk_sizes", list)
+    if not all(isinstance(n, int) for n in sizes + originals) or len(sizes) != len(originals) or not sizes:
+        raise GatewayRequestError("malformed chunk sizes in a plan's transformed range", status=200, code="malformed_response")
+    return ChunkedRange(
+        _field(body, "compression", str), _field(body, "fetch_start", int), _field(body, "fetch_end", int), _field(body, "range_header", str),
+        tuple(sizes), tuple(originals), _field(body, "original_start", int),
+    )
 
 
 def _field(body: Any, name: str, kind: type[T]) -> T:
@@ -379,6 +341,29 @@ def _error_code(response: httpx.Response) -> str | None:
         return str(response.json()["error"]["code"])
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def _range_endpoint_error(response: httpx.Response, where: str) -> Exception | None:
+    """The error for a non-206 answer of the gateway's byte-range URL (``/rsm-ranges/v1/``, an
+    encrypted KIP-405 segment's plan) in the gateway's JSON error envelope; None for anything else
+    (S3 answers XML: its rule applies). ``rsm_url_refused`` is ``PresignedUrlError`` (re-plan, as an
+    expired presigned URL); a code trying again may fix (``transient_answer``) is retried; any other
+    (``rsm_decryption_failed``, ``corrupt_remote_data``, ...) is a ``GatewayRequestError`` with that
+    code, naming the object, never retried."""
+    if "/rsm-ranges/v1/" not in response.request.url.path or "json" not in response.headers.get("content-type", ""):
+        return None
+    response.read()
+    try:
+        error = response.json()["error"]
+        code, detail = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    message = f"gateway answered {response.status_code} {code} for {where}: {detail}"
+    if code == "rsm_url_refused":
+        return PresignedUrlError(message)
+    if transient_answer(response.status_code, code):
+        return TransientFailure(message)
+    return GatewayRequestError(message, status=response.status_code, code=code, details={k: v for k, v in error.items() if k not in ("code", "message")})
 
 
 def _gateway_error(response: httpx.Response, *, has_token: bool = True) -> GatewayRequestError | OffsetNotRemoteError:

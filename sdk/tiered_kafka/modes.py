@@ -113,6 +113,22 @@ def at_gap(mode: Mode, offset: int, gap_start: int, gap_end: int, kafka_log_star
     return Action.GAP
 
 
+def gap_kafka_rest(mode: Mode, offset: int, gap_end: int, kafka_log_start: int | None) -> int | None:
+    """Where ``at_gap`` answered GAP for the position ``offset`` in a recorded gap ending at
+    ``gap_end``: the offset from which Kafka holds the rest of the gap (its log start, inside the
+    gap), None when it holds none of it. The offsets from the position up to it are lost."""
+    if kafka_log_start is not None and reads_kafka(mode) and offset < kafka_log_start <= gap_end:
+        return kafka_log_start
+    return None
+
+
+def earliest(mode: Mode, kafka_log_start: int | None, remote_earliest: int | None) -> int | None:
+    """The first offset a tier the mode reads holds (``auto.offset.reset=earliest`` with no
+    position); None when no tier the mode reads reported one."""
+    firsts = [o for o, read in ((kafka_log_start, reads_kafka(mode)), (remote_earliest, reads_remote(mode))) if read and o is not None]
+    return min(firsts, default=None)
+
+
 def kafka_out_of_range(mode: Mode, offset: int, log_start: int, remote: tuple[int, int] | None) -> Action:
     """Kafka answered OFFSET_OUT_OF_RANGE at ``offset`` with its log start ``log_start``;
     ``remote`` is remote storage's (earliest, latest) offsets, None when it holds nothing."""

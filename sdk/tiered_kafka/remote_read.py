@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
+from tiered_kafka.errors import CorruptRecordError, FormatError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
 from tiered_kafka.format.record_batch import ControlRecordType, Record, RecordBatch, iter_batches
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange
+from tiered_kafka.gateway_client import GatewayClient, PlannedRange, object_url
 from tiered_kafka.transactions import CommittedFilter, Fate
 
 #: bytes per plan when scanning for ``visible_until``
@@ -37,9 +37,13 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
 
     The fresh plan starts at the same offset, so its first byte is the same batch boundary; its
     ranges are fetched until they cover ``planned.last_offset``.
+
+    Every reader (the consumer's prefetch, bulk and columnar reads, Spark) fetches here, so a range
+    of a compressed KIP-405 segment (``planned.transformed``: ``_fetch_chunked``) comes back as the
+    original batch-aligned bytes like any other.
     """
     try:
-        return client.fetch(planned)
+        return _fetch_one(client, planned)
     except PresignedUrlError as first_error:
         fresh = client.plan(topic, partition, planned.first_offset, planned.size)
         parts: list[bytes] = []
@@ -47,7 +51,7 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
             if byte_range.first_offset > planned.last_offset:
                 break
             try:
-                parts.append(client.fetch(byte_range))
+                parts.append(_fetch_one(client, byte_range))
             except PresignedUrlError as err:
                 raise PresignedUrlError(f"{err} (also after re-planning; the first refusal: {first_error})") from err
         data = b"".join(parts)
@@ -57,6 +61,37 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
                 f"bytes {planned.start}..{planned.end} of the segment (got {len(data)} bytes from {fresh.ranges[0].start})"
             ) from first_error
         return data
+
+
+def _fetch_one(client: GatewayClient, planned: PlannedRange) -> bytes:
+    return client.fetch(planned) if planned.transformed is None else _fetch_chunked(client, planned)
+
+
+def _fetch_chunked(client: GatewayClient, planned: PlannedRange) -> bytes:
+    """Original bytes ``[start, end)`` of a compressed KIP-405 segment (Aiven's RemoteStorageManager):
+    one ranged GET of the whole chunks covering them (``chunk_sizes``, each one zstd frame), then
+    ``tiered_kafka.rsm.transform.detransform_range`` on the chunks the plan describes (each
+    decompressed to at most, and exactly, its original size, then sliced). A chunk that does not
+    decompress to its size is a ``CorruptRecordError`` naming the object, never bytes passed on."""
+    from tiered_kafka.rsm.chunk_index import Chunk
+    from tiered_kafka.rsm.transform import detransform_range
+
+    chunked = planned.transformed
+    if chunked is None or chunked.compression != "zstd":
+        raise RemoteReadError(f"unsupported chunk transform {None if chunked is None else chunked.compression!r} in a plan")
+    wire = PlannedRange(chunked.fetch_start, chunked.fetch_end, planned.first_offset, planned.last_offset, planned.url, chunked.range_header)
+    data = client.fetch(wire)
+    where = object_url(planned.url)
+    chunks, original, stored = [], chunked.original_start, chunked.fetch_start
+    for i, (size, original_size) in enumerate(zip(chunked.chunk_sizes, chunked.original_chunk_sizes, strict=True)):
+        chunks.append(Chunk(i, original, original_size, stored, size))
+        original, stored = original + original_size, stored + size
+    try:
+        return detransform_range(data, chunks, compression=True, encryption=None, start=planned.start, end=planned.end, what=where)
+    except FormatError as err:
+        raise CorruptRecordError(str(err), position=chunked.fetch_start) from err
+    except ValueError as err:  # the plan's chunks do not cover [start, end)
+        raise CorruptRecordError(f"{where}: {err}", position=planned.start) from err
 
 
 def decode_batch(batch: RecordBatch, with_records: bool = True) -> DecodedBatch:

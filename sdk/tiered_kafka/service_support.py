@@ -82,7 +82,7 @@ def describe_validation_error(err: ValidationError) -> str:
     pydantic's own text quotes each invalid input (``input_value=...``), which can be a secret:
     a Redis URL with its password, or a whole ``s3`` section with its secret key when a field
     beside it is missing. The messages of our own validators never quote a secret
-    (``tiered_kafka_agent.config.redact_url``). Callers raise their ConfigError ``from None``,
+    (``tiered_kafka.registry.describe_url``). Callers raise their ConfigError ``from None``,
     so pydantic's text stays out of tracebacks too.
     """
     problems = []

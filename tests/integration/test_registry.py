@@ -11,7 +11,6 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +30,9 @@ from tiered_kafka.registry import (
     RegistryValueError,
     SegmentEntry,
     SegmentOverlapError,
+    connect,
     hash_tag,
 )
-from tiered_kafka_dev.services import RedisServer
 from tiered_kafka_dev.services._process import free_ports
 
 pytestmark = pytest.mark.integration
@@ -120,6 +119,64 @@ def test_register_find_and_segments_across_gaps(registry: Registry) -> None:
     assert registry.segments("orders", 3, limit=0) == []
     assert registry.segments("orders", 3, from_offset=400) == []
     assert registry.segments("orders", 9) == []
+
+
+def test_a_straddling_segment_is_registered_from_its_first_offset(client: redis.Redis, registry: Registry, cluster_name: str) -> None:
+    """A new leader's segment 150..299 whose offsets 150..199 another leader's 100..199 holds is
+    registered for 200..299 (first_offset), keyed, looked up and deleted by that range."""
+    old, straddling = entry(100, 199), entry(150, 299, first_offset=200)
+    assert registry.register(old) and registry.register(straddling)
+    assert straddling.object_key.endswith("00000000000000000150.log")  # the object is still named by its base
+    assert registry.find("orders", 3, 170) == old  # not the later-based straddling segment
+    assert registry.find("orders", 3, 199) == old
+    assert registry.find("orders", 3, 200) == straddling
+    assert registry.find("orders", 3, 299) == straddling and registry.find("orders", 3, 300) is None
+    assert registry.next_segment("orders", 3, 199) == straddling
+    assert registry.segments("orders", 3, from_offset=250) == [straddling]
+    assert registry.segments("orders", 3) == [old, straddling]
+    assert registry.partition_info("orders", 3) == PartitionInfo(100, 299, 2, old.size + straddling.size, 1_000)
+    assert registry.coverage("orders", 3).next_offset == 300
+    assert f"tk:{{{cluster_name}/orders-3}}:segment:{200:020d}" in our_keys(client, cluster_name)
+    # idempotent: the same segment from the same first offset again is a no-op
+    assert registry.register(entry(150, 299, first_offset=200, upload_time_ms=5)) is False
+    # the same first offset with other content, or another base offset, is a conflict
+    for other in (entry(150, 299, first_offset=200, checksum="crc32c:ffffffff"), entry(200, 299)):
+        with pytest.raises(RegistryConflictError):
+            registry.register(other)
+    # ranges overlap by their first offsets: registered whole, the segment would overlap 100..199
+    with pytest.raises(SegmentOverlapError, match=r"150\.\.299.*100\.\.199|100\.\.199.*150\.\.299"):
+        registry.register(entry(150, 299, first_offset=150, object_key="other.log"))
+    with pytest.raises(SegmentOverlapError):
+        registry.register(entry(150, 349, first_offset=250))
+    assert registry.register(entry(150, 349, first_offset=300, object_key="later.log"))  # adjacent: fine
+    # deletion is by the registered first offset
+    assert registry.delete_segment("orders", 3, 150) is None
+    assert registry.delete_segment("orders", 3, 200) == straddling
+    assert registry.find("orders", 3, 250) is None and registry.find("orders", 3, 170) == old
+
+
+def test_entries_without_first_offset_read_as_registered_whole(client: redis.Redis, registry: Registry, cluster_name: str) -> None:
+    """An entry written before the field existed (no first_offset in its hash) reads, is found and
+    re-registers exactly as before."""
+    old = entry(100, 199)
+    assert registry.register(old)
+    key = registry.keys("orders", 3).segment(100)
+    client.hdel(key, "first_offset")
+    assert registry.find("orders", 3, 100) == old and registry.segments("orders", 3) == [old]
+    assert registry.register(old) is False
+    assert registry.delete_segment("orders", 3, 100) == old
+
+
+def test_rebuild_restores_first_offsets(registry: Registry) -> None:
+    old, straddling = entry(100, 199), entry(150, 299, first_offset=200)
+    for e in (old, straddling):
+        registry.register(e)
+    before = registry.dump()
+    assert [s["first_offset"] for s in before["partitions"]["orders-3"]["segments"]] == [100, 200]
+    registry.clear_partition("orders", 3)
+    for e in (straddling, old):  # any order
+        registry.register(e)
+    assert registry.dump() == before
 
 
 def test_reregistering_is_a_noop_that_keeps_the_first_entry(registry: Registry, clock: list[int]) -> None:
@@ -683,49 +740,13 @@ def test_unreachable_redis_is_retriable() -> None:
         assert isinstance(caught.value.__cause__, redis.exceptions.ConnectionError)
 
 
-# -- a real Redis Cluster --------------------------------------------------------------------------
+# -- a real Redis Cluster (the ``redis_cluster`` fixture: three masters with a replica each) ---------
 
 
-class _ClusterNode(RedisServer):
-    """A Redis server with cluster mode on (slots are assigned by the fixture)."""
-
-    bus_port: int = 0
-
-    def _prepare(self, workdir: Path) -> list[str]:
-        (self.bus_port,) = free_ports(1)  # not port + 10000, which may not exist
-        return [
-            *super()._prepare(workdir),
-            "--cluster-enabled", "yes",
-            "--cluster-port", str(self.bus_port),
-            "--cluster-config-file", str(workdir / "nodes.conf"),
-        ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def redis_cluster() -> Iterator[list[_ClusterNode]]:
-    """Three primaries sharing the 16384 slots, joined with CLUSTER MEET."""
-    with contextlib.ExitStack() as stack:
-        nodes = [stack.enter_context(_ClusterNode()) for _ in range(3)]
-        admins = [stack.enter_context(redis.Redis(host=n.host, port=n.port, decode_responses=True)) for n in nodes]
-        for admin, (low, high) in zip(admins, [(0, 5460), (5461, 10922), (10923, 16383)], strict=True):
-            admin.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
-        for node in nodes[1:]:
-            admins[0].execute_command("CLUSTER", "MEET", node.host, node.port, node.bus_port)
-
-        def ready(admin: redis.Redis) -> bool:
-            info = dict(line.split(":", 1) for line in admin.execute_command("CLUSTER", "INFO").split() if ":" in line)
-            return info.get("cluster_state") == "ok" and info.get("cluster_known_nodes") == "3"
-
-        deadline = time.monotonic() + 60
-        while not all(ready(a) for a in admins):
-            assert time.monotonic() < deadline, "the Redis Cluster did not converge"
-            time.sleep(0.1)
-        yield nodes
-
-
-def test_works_on_redis_cluster(redis_cluster: list[_ClusterNode], cluster_name: str) -> None:
+def test_works_on_redis_cluster(redis_cluster: Any, cluster_name: str) -> None:
     """On a real cluster the server refuses cross-slot commands and scripts: everything must stay in one slot."""
-    client = redis.RedisCluster(host=redis_cluster[0].host, port=redis_cluster[0].port)
+    client = connect(redis_cluster.url)
+    assert isinstance(client.cluster_client(), redis.RedisCluster)  # connect() gives a LazyRedisCluster
     try:
         registry = Registry(client, cluster_name, clock=lambda: 7)
         partitions = [("orders", p) for p in range(8)] + [("clicks", 0)]

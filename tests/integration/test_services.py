@@ -52,12 +52,15 @@ def port_is_open(port: int) -> bool:
 
 def test_exported_names() -> None:
     assert sorted(services.__all__) == [
+        "HAProxyServer",
         "LocalService",
         "MissingBinaryError",
+        "RedisClusterServer",
         "RedisServer",
         "S3Server",
         "ServiceError",
         "ServiceStartError",
+        "SparkStandaloneCluster",
         "ZooKeeperServer",
     ]
 

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.fixtures import FIXTURES, MANIFEST
 from tests.support.kafka_clients import create_topic, produce, value_for
+from tiered_kafka.format.checkpoints import format_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
@@ -55,8 +56,8 @@ def uploaded_partition(start_dev_broker: Any, tmp_path: Path, redis_server: Any,
 
 def pinterest_bucket(s3_server: Any, bucket: str, keyspace: Keyspace, topic: str, segments: int = 4, fixture: str = "test_topic_a-0") -> int:
     """The first ``segments`` broker-written segments of a fixture partition, uploaded as
-    Pinterest's uploader lays them out (keys of ``keyspace`` for ``topic``-0, no registry); the
-    last offset uploaded."""
+    Pinterest's uploader lays them out (keys of ``keyspace`` for ``topic``-0, no registry, and
+    ``offset.wm`` written after each segment's files); the last offset uploaded."""
     client = s3_server.client()
     logs = sorted(MANIFEST[fixture])[:segments]
     for name in logs:
@@ -64,4 +65,5 @@ def pinterest_bucket(s3_server: Any, bucket: str, keyspace: Keyspace, topic: str
         for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
             body = (FIXTURES / fixture / f"{name[:20]}.{kind.value}").read_bytes()
             client.put_object(Bucket=bucket, Key=keyspace.segment_key(topic, 0, base, kind), Body=body)
+        client.put_object(Bucket=bucket, Key=keyspace.offset_wm_key(topic, 0), Body=format_offset_wm(base))
     return MANIFEST[fixture][logs[-1]]["last_offset"]

@@ -33,6 +33,14 @@ def produce(bootstrap: str, topic: str, messages: list[tuple[int, bytes, bytes]]
     assert not errors, errors[:3]
 
 
+def produce_numbered(bootstrap: str, topic: str, start: int, count: int, partitions: int = 1, **config: object) -> None:
+    """Records ``start..start+count-1``: key ``k{i}``, value ``value_for(i)``, round-robin over ``partitions``,
+    in small batches (``linger.ms`` 2, at most 7 records a batch: many batches to a segment); ``config`` adds
+    to or overrides the producer's configuration."""
+    messages = [(i % partitions, f"k{i}".encode(), value_for(i)) for i in range(start, start + count)]
+    produce(bootstrap, topic, messages, **{"linger.ms": 2, "batch.num.messages": 7, **config})
+
+
 def consume_all(consumer: Consumer, expected: int, timeout_s: float = 120) -> list:
     messages = []
     deadline = time.monotonic() + timeout_s

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.gateway_env import gateway_settings
-from tests.support.kafka_clients import create_topic, produce, value_for
+from tests.support.kafka_clients import create_topic, produce_numbered
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings
@@ -49,8 +49,8 @@ class TieredStack:
         }
 
     def produce(self, topic: str, count: int, partitions: int = 1, start: int = 0, **config: Any) -> None:
-        """Records ``start..start+count-1``: key ``k{i}``, value ``value_for(i)``, round-robin over partitions."""
-        produce(self.bootstrap, topic, [(i % partitions, f"k{i}".encode(), value_for(i)) for i in range(start, start + count)], **{"linger.ms": 2, "batch.num.messages": 7, **config})
+        """Records ``start..start+count-1`` (``kafka_clients.produce_numbered``)."""
+        produce_numbered(self.bootstrap, topic, start, count, partitions, **config)
 
     def wait_uploaded(self, topic: str, partitions: int = 1) -> None:
         """Until every rotated segment of the topic (on disk now) is registered."""

@@ -65,3 +65,24 @@ def test_gaps_ends_and_authorization() -> None:
     assert at_remote_end(Mode.REMOTE_ONLY) is Action.WAIT and at_remote_end(Mode.KAFKA_PREFERRED) is Action.READ_KAFKA
     assert switch_back_at(Mode.KAFKA_PREFERRED, 10) == 10 and switch_back_at(Mode.REMOTE_PREFERRED, 10) is None
     assert {on_authorization_failed(m) for m in Mode} == {Action.FAIL}
+
+
+def test_gap_kafka_rest() -> None:
+    from tiered_kafka.modes import gap_kafka_rest
+
+    assert gap_kafka_rest(Mode.REMOTE_PREFERRED, 10, 30, 20) == 20  # Kafka's log start inside the gap: it holds 20..30
+    assert gap_kafka_rest(Mode.KAFKA_PREFERRED, 10, 30, 31) is None  # wholly below Kafka's log start
+    assert gap_kafka_rest(Mode.REMOTE_PREFERRED, 10, 30, None) is None
+    assert gap_kafka_rest(Mode.REMOTE_PREFERRED, 20, 30, 20) is None  # at the log start: at_gap reads Kafka
+    assert gap_kafka_rest(Mode.REMOTE_ONLY, 10, 30, 20) is None
+
+
+def test_earliest() -> None:
+    from tiered_kafka.modes import earliest
+
+    assert earliest(Mode.REMOTE_PREFERRED, 10, 20) == 10
+    assert earliest(Mode.KAFKA_PREFERRED, 10, 0) == 0
+    assert earliest(Mode.REMOTE_ONLY, 0, 20) == 20
+    assert earliest(Mode.KAFKA_ONLY, 10, 0) == 10
+    assert earliest(Mode.REMOTE_PREFERRED, 10, None) == 10
+    assert earliest(Mode.REMOTE_ONLY, 10, None) is None

@@ -176,9 +176,47 @@ def test_to_fields_layout() -> None:
         "control_records": "5",
         "open_txn_first_offset": "150",
         "sparse_index": "Af8=",
+        "min_timestamp_exact": "0",
+        "first_offset": "100",
+        "range_records": "-1",
+        "range_control_records": "-1",
     }
     assert all(isinstance(v, str) for v in fields.values())
     assert entry().member == "00000000000000000100:00000000000000000199"
+
+
+def test_first_offset_defaults_to_the_base_and_keys_the_registered_range() -> None:
+    whole = entry()
+    assert whole.first_offset == 100 and whole.first == 100
+    straddling = entry(first_offset=150)
+    assert straddling.member == "00000000000000000150:00000000000000000199"
+    assert not straddling.contains(149) and straddling.contains(150) and straddling.contains(199)
+    assert straddling.to_fields()["first_offset"] == "150" and straddling.to_dict()["first_offset"] == 150
+    assert SegmentEntry.from_fields("orders", 3, straddling.to_fields()) == straddling
+    assert not straddling.same_segment(whole)
+    fields = whole.to_fields()
+    del fields["first_offset"]  # an entry registered before the field: registered whole
+    assert SegmentEntry.from_fields("orders", 3, fields) == whole
+    for bad in (99, 200, -1, True):
+        with pytest.raises(RegistryValueError, match="first_offset"):
+            entry(first_offset=bad)
+
+
+def test_the_registered_ranges_counts() -> None:
+    """A segment registered whole counts its records; one registered from a later offset counts
+    the batches from there (``range_records``), unknown (-1) when the entry does not say."""
+    whole = entry(control_records=5)
+    assert (whole.records_in_range, whole.control_records_in_range) == (100, 5)
+    straddling = entry(first_offset=150, control_records=5, range_records=50, range_control_records=1)
+    assert (straddling.records_in_range, straddling.control_records_in_range) == (50, 1)
+    assert SegmentEntry.from_fields("orders", 3, straddling.to_fields()) == straddling
+    fields = straddling.to_fields()
+    del fields["range_records"], fields["range_control_records"]  # registered before the fields
+    assert SegmentEntry.from_fields("orders", 3, fields).records_in_range == -1
+    with pytest.raises(RegistryValueError, match="range_records"):
+        entry(range_records=-2)
+    with pytest.raises(MalformedRegistryDataError, match="first_offset"):
+        SegmentEntry.from_fields("orders", 3, {**whole.to_fields(), "first_offset": "99"}, key="K")
 
 
 def test_open_txn_first_offset_unknown_when_absent_and_checked() -> None:

@@ -138,8 +138,8 @@ def locate(
         offset=offset,
         segment=SegmentRef(object_key=plan.segment.object_key, base_offset=plan.segment.base_offset, last_offset=plan.segment.last_offset, size=plan.segment.size),
         ranges=[
-            RangeOut(start=r.start, end=r.end, size=r.size, first_offset=r.first_offset, last_offset=r.last_offset, url=u, range_header=r.http_range)
-            for r, u in zip(plan.ranges, plan.urls, strict=True)
+            RangeOut(start=r.start, end=r.end, size=r.size, first_offset=r.first_offset, last_offset=r.last_offset, url=u, range_header=r.http_range, transformed=t)
+            for r, u, t in zip(plan.ranges, plan.urls, plan.transformed or [None] * len(plan.ranges), strict=True)
         ],
         next_offset=plan.ranges[-1].last_offset + 1,
         expires_at_ms=plan.expires_at_ms,

@@ -1,5 +1,5 @@
 """Cluster and topic administration APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-DescribeConfigs (InitProducerId is with the transaction APIs, in ``handlers_txn``).
+CreatePartitions, DescribeConfigs (InitProducerId is with the transaction APIs, in ``handlers_txn``).
 
 Each handler takes the kio request at whatever version the client sent and returns plain
 values; ``protocol.build`` keeps the fields that exist at that version.
@@ -158,6 +158,62 @@ async def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> di
             entry.update(error_code=ErrorCode[err.kind], error_message=str(err))
         responses.append(entry)
     return {"throttle_time": 0, "responses": responses}
+
+
+# -- CreatePartitions --------------------------------------------------------------------------
+
+
+async def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> dict[str, Any]:
+    """Kafka's ``ControllerApis.createPartitions`` and ``ReplicationControlManager.createPartitions``.
+
+    Per topic: a name given twice is INVALID_REQUEST ("Duplicate topic name."); an unknown topic
+    UNKNOWN_TOPIC_OR_PARTITION; a count not larger than the current one INVALID_PARTITIONS;
+    explicit ``assignments`` must list one per new partition and, with the single broker, each
+    must be exactly ``[node.id]`` (else INVALID_REPLICA_ASSIGNMENT, as for an unknown broker or
+    a replication factor other than the topic's 1). ``validate_only`` checks without growing.
+    In ZooKeeper mode the new partitions are registered like a ZooKeeper-mode controller does
+    (``AdminZkClient.addPartitions`` rewrites the topic znode, then each new partition's state
+    znode gets this broker as leader at epoch 0); existing partitions keep their leader epochs.
+    """
+    names = [t.name for t in request.topics]
+    duplicates = {n for n in names if names.count(n) > 1}
+    results: list[dict[str, Any]] = [
+        {"name": n, "error_code": ErrorCode.invalid_request, "error_message": "Duplicate topic name."} for n in sorted(duplicates)
+    ]
+    for spec in request.topics:
+        if spec.name in duplicates:
+            continue
+        result: dict[str, Any] = {"name": spec.name, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            _check_partition_assignments(broker, spec)
+            topic = broker.logs.add_partitions(spec.name, spec.count, validate_only=request.validate_only)
+            if not request.validate_only and broker.zookeeper is not None:
+                broker.zookeeper.register_topic(topic)
+        except TopicError as err:
+            result.update(error_code=ErrorCode[err.kind], error_message=str(err))
+        results.append(result)
+    return {"throttle_time": 0, "results": results}
+
+
+def _check_partition_assignments(broker: Broker, spec: Any) -> None:
+    if spec.assignments is None:
+        return
+    topic = broker.logs.topics.get(spec.name)
+    if topic is None or spec.count <= topic.partitions:
+        return  # add_partitions reports these with their own error codes, as Kafka checks them first
+    additional = spec.count - topic.partitions
+    if len(spec.assignments) != additional:
+        raise TopicError(
+            "invalid_replica_assignment",
+            f"Attempted to add {additional} additional partition(s), but only {len(spec.assignments)} assignment(s) were specified.",
+        )
+    for i, assignment in enumerate(spec.assignments):
+        if list(assignment.broker_ids) != [broker.node_id]:
+            raise TopicError(
+                "invalid_replica_assignment",
+                f"assignment {list(assignment.broker_ids)} of partition {topic.partitions + i}: "
+                f"the only broker is {broker.node_id} and the replication factor is 1",
+            )
 
 
 # -- DescribeConfigs ---------------------------------------------------------------------------

@@ -80,6 +80,7 @@ APIS: dict[int, tuple[int, int, Handler]] = {
     26: (0, 3, handlers_txn.end_txn),
     28: (0, 3, handlers_txn.txn_offset_commit),
     32: (1, 4, handlers_admin.describe_configs),
+    37: (0, 3, handlers_admin.create_partitions),
 }
 
 

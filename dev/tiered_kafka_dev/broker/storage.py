@@ -172,6 +172,32 @@ class LogManager:
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        """Grow ``name`` to ``count`` partitions (Kafka's ``ReplicationControlManager.createPartitions``):
+        the new partitions are numbered after the existing ones and start empty at offset 0;
+        a count that is not larger is INVALID_PARTITIONS, as partitions are never removed."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise TopicError("unknown_topic_or_partition", f"topic {name!r} does not exist")
+        if count == topic.partitions:
+            raise TopicError("invalid_partitions", f"Topic already has {topic.partitions} partition(s).")
+        if count < topic.partitions:
+            raise TopicError(
+                "invalid_partitions",
+                f"The topic {name} currently has {topic.partitions} partition(s); {count} would not be an increase.",
+            )
+        if validate_only:
+            return topic
+        config = topic.log_config(self.defaults)
+        for p in range(topic.partitions, count):
+            directory = self.log_dir / partition_dir_name(name, p)
+            self.logs[(name, p)] = PartitionLog.create(directory, config)
+            _write_partition_metadata(directory, topic.topic_id)
+        old, topic.partitions = topic.partitions, count
+        self._save_topics()
+        log.info("topic %s grown from %d to %d partitions", name, old, count)
+        return topic
+
     def delete_topic(self, name: str) -> None:
         """Kafka renames the directories ``{topic}-{p}.{uuid}-delete`` and removes them later;
         here they are removed at once."""

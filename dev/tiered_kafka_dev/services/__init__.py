@@ -1,5 +1,7 @@
 """Real local services for tests and local runs: Redis, ZooKeeper and an S3 endpoint (SeaweedFS).
 
+:class:`RedisClusterServer` runs a Redis Cluster (three masters, one replica each) from the same binaries.
+
 Each launcher starts its service as a child process on free 127.0.0.1 ports, in a temporary directory of
 its own, waits until it answers, and on stop ends exactly the process it started and removes the directory::
 
@@ -10,17 +12,23 @@ The programs come from ``dev/install.sh``; a missing one raises :class:`MissingB
 ``python -m tiered_kafka_dev.services`` runs them until Ctrl-C, and :mod:`.pytest_plugin` has fixtures.
 """
 
+from ._haproxy import HAProxyServer
 from ._process import LocalService, MissingBinaryError, ServiceError, ServiceStartError
 from ._redis import RedisServer
+from ._redis_cluster import RedisClusterServer
 from ._s3 import S3Server
+from ._spark import SparkStandaloneCluster
 from ._zookeeper import ZooKeeperServer
 
 __all__ = [
+    "HAProxyServer",
     "LocalService",
     "MissingBinaryError",
+    "RedisClusterServer",
     "RedisServer",
     "S3Server",
     "ServiceError",
     "ServiceStartError",
+    "SparkStandaloneCluster",
     "ZooKeeperServer",
 ]

@@ -33,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
+from tiered_kafka.processes import pid_exists
+
 __all__ = [
     "LocalService",
     "MissingBinaryError",
@@ -152,13 +154,9 @@ def log_tail(path: Path, lines: int = 40) -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with id ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """Whether a process with id ``pid`` exists (``tiered_kafka.processes.pid_exists``) and is not a zombie."""
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -171,9 +169,13 @@ def _end_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 
     ``proc`` was started with ``start_new_session=True``, so its id is also its process-group id; that id
     cannot be reused while ``proc`` is unreaped or any member of its group lives, so signalling it reaches
-    only what we started.
+    only what we started. A ``proc`` already reaped on entry (ended by :meth:`LocalService.kill`, or
+    seen exited by a ``poll``) is not signalled: its id may belong to another session by now. (A child
+    it left behind then lives on; our services are single processes, and ``kill`` ends the group.)
     """
     pgid = proc.pid
+    if proc.returncode is not None:
+        return
     if grace_s > 0 and proc.poll() is None:
         _signal_group(pgid, signal.SIGTERM)
         try:
@@ -347,6 +349,19 @@ class LocalService(abc.ABC):
         workdir, self._workdir = self._workdir, None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the process group now, as a crash ends it (no shutdown), and reap the process.
+
+        :meth:`stop` then only removes the directory: it signals no group of a process reaped here.
+        """
+        proc = self._proc
+        if proc is None:
+            raise ServiceError(f"{self.name} is not started")
+        if proc.returncode is None:  # unreaped: the id is still ours
+            _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        logger.info("%s: killed (pid %d)", self.name, proc.pid)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -5,6 +5,7 @@ A missing program fails the test with :class:`~tiered_kafka_dev.services.Missing
 ``dev/install.sh``); nothing is skipped.
 
 - ``redis_server``: a started :class:`RedisServer` (``.url``, ``.host``, ``.port``).
+- ``redis_cluster``: a started :class:`RedisClusterServer`, three masters with a replica each (``.url``).
 - ``zookeeper_server``: a started :class:`ZooKeeperServer` (``.hosts``).
 - ``s3_server``: a started :class:`S3Server` (``.endpoint_url``, keys, ``.client()``).
 - ``s3_bucket``: the name of a fresh, empty bucket on ``s3_server``, new for every test.
@@ -19,10 +20,11 @@ from collections.abc import Iterator
 import pytest
 
 from ._redis import RedisServer
+from ._redis_cluster import RedisClusterServer
 from ._s3 import S3Server
 from ._zookeeper import ZooKeeperServer
 
-__all__ = ["redis_server", "s3_bucket", "s3_server", "zookeeper_server"]
+__all__ = ["redis_cluster", "redis_server", "s3_bucket", "s3_server", "zookeeper_server"]
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +32,14 @@ def redis_server() -> Iterator[RedisServer]:
     """A Redis server for the whole session."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServer]:
+    """A Redis Cluster (three masters, one replica each) for the whole session; tests that kill a
+    master should start their own :class:`RedisClusterServer`."""
+    with RedisClusterServer() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -162,9 +162,10 @@ class Handoff:
             return self._read(Source.KAFKA, at)
         first, last = max(at, start), end
         read = None
-        if self.kafka_log_start is not None and modes.reads_kafka(self.mode) and at < self.kafka_log_start <= end:
-            last = self.kafka_log_start - 1  # Kafka holds the rest of the gap
-            read = ReadFrom(Source.KAFKA, self.kafka_log_start)
+        rest = modes.gap_kafka_rest(self.mode, at, end, self.kafka_log_start)
+        if rest is not None:  # Kafka holds the rest of the gap
+            last = rest - 1
+            read = ReadFrom(Source.KAFKA, rest)
         if not self.gap_skip:
             self.position = at
             return GapError(first, last, reason)

@@ -5,6 +5,8 @@ The agent writes it (one :meth:`Registry.register` per uploaded segment), the ga
 rebuild command recreates it from S3 alone (:meth:`Registry.clear_partition`, then ``register``).
 This module is the only place that knows the layout. It does not import ``redis``: pass any
 redis-py compatible client (``redis.Redis``, ``redis.RedisCluster``; ``decode_responses`` either way).
+Processes build theirs from configuration with :func:`connect` (``redis://``, ``rediss://``,
+``unix://`` for one Redis, ``redis+cluster://host:port[,host:port...]`` for a Redis Cluster; ``_connect``).
 
 Layout
 ======
@@ -13,8 +15,8 @@ All keys of one partition share the Redis Cluster hash tag ``{cluster/topic-part
 (``topic-partition`` is the partition's directory name, as in the object keyspace), so they live
 in one hash slot; ``N`` below is the namespace, ``tk`` by default::
 
-    N:{C/T-P}:segments             ZSET  member "{base:020d}:{last:020d}", score = base offset
-    N:{C/T-P}:segment:{base:020d}  HASH  one per segment, fields below
+    N:{C/T-P}:segments             ZSET  member "{first:020d}:{last:020d}", score = first offset
+    N:{C/T-P}:segment:{first:020d} HASH  one per segment, fields below (first = first_offset, below)
     N:{C/T-P}:info                 HASH  earliest_offset, latest_offset, segment_count, total_bytes, updated_ms
     N:{C/T-P}:gaps                 ZSET  member "{start:020d}:{end:020d}", score = start offset
     N:{C/T-P}:gap-details          HASH  field = that member, value = JSON {"detected_ms": int, "reason": str}
@@ -25,11 +27,17 @@ for example ``tk:{kafkaCluster1/orders-3}:segment:00000000000000000100``. Every 
 integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:data:`SEGMENT_FIELDS`):
 
     object_key      S3 key of the segment's .log object (the other files share its stem)
-    base_offset     first offset of the segment (its file name)
+    base_offset     first offset of the segment (its file name, and its object's)
+    first_offset    first offset the segment is registered for: base_offset, or (a new leader's segment
+                    straddling offsets another leader's segments hold) the first offset not registered
+                    before; absent (entries from before it) reads as base_offset. Ranges, lookups and
+                    overlap checks are [first_offset, last_offset]; readers start at the batch holding it
     last_offset     last offset of its last batch (>= base_offset)
     size            bytes of the .log
     record_count    records in the segment
-    min_timestamp   smallest record timestamp, ms (-1 when unknown, e.g. magic 0)
+    min_timestamp   smallest record timestamp, ms (-1 when unknown, e.g. magic 0); a lower bound only
+                    when ``min_timestamp_exact`` is 1 (older entries hold the smallest batch *base*
+                    timestamp, and a later record of a batch may be older)
     max_timestamp   largest record timestamp, ms (-1 when unknown)
     checksum        "{algorithm}:{value}", e.g. "crc32c:1a2b3c4d", over the .log bytes
     leader_epoch    leader epoch of the segment's last batch (-1 when unknown)
@@ -47,9 +55,16 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
                     gateway plans a segment's first read from it without an S3 request. Optional
                     and derived: text that is not base64 reads as None (a warning, once per entry),
                     never an error of the lookup (the gateway then plans from the batch index)
+    min_timestamp_exact  "1": ``min_timestamp`` is exact, every record decoded
+                    (``tiered_kafka_agent.local_segments.MinTimestamp``); "0" or absent (entries
+                    from before it): not a bound. Also the .log object's ``tk-min-timestamp-exact``
+    range_records, range_control_records  records and control records in the batches from
+                    first_offset on, when it is above base_offset (-1 unknown, and for an entry
+                    registered whole: ``SegmentEntry.records_in_range`` reads record_count then)
 
 ``aborted_txns`` and ``control_records`` came later: an entry registered before them lacks them
-and reads as -1 (``open_txn_first_offset``, later still: -2; ``sparse_index``, later again: None). A segment holds aborted transactions when ``aborted_txns`` > 0.
+and reads as -1 (``open_txn_first_offset``, later still: -2; ``sparse_index``, later again: None;
+``min_timestamp_exact``, last: 0). A segment holds aborted transactions when ``aborted_txns`` > 0.
 
 Coverage hash fields (DESIGN.md, contract 5; :class:`Coverage`), in their own key so that remote
 retention deleting every segment (and the ``info`` hash's extent with it) keeps them:
@@ -72,8 +87,8 @@ Rules
   ZSET. Scores are IEEE doubles, exact up to 2**53 - 1 (:data:`MAX_OFFSET`); larger offsets
   (about 285 years at a million records per second) are refused rather than misordered.
 - Registration is one Lua script (EVALSHA) over the partition's ZSET, the segment's hash and the
-  partition hash: re-registering the same segment (same base, last offset, checksum and size) is a
-  no-op that keeps the first entry; the same base offset with other content raises
+  partition hash: re-registering the same segment (same first, base and last offset, checksum and size) is a
+  no-op that keeps the first entry; the same first offset with other content raises
   :class:`RegistryConflictError`; a range overlapping another segment's raises
   :class:`SegmentOverlapError` naming both ranges. The partition hash is recomputed in the same
   script: ``earliest_offset`` = smallest base, ``latest_offset`` = largest last offset,
@@ -107,10 +122,11 @@ Rules
   gaps and the coverage start have their own objects (``tiered_kafka.keyspace``).
 
 The implementation is split into private modules (``_layout``: keys and members, ``_entries``:
-records, ``_scripts``: the Lua scripts, ``_client``: :class:`Registry`, ``_errors``); import
+records, ``_scripts``: the Lua scripts, ``_client``: :class:`Registry`, ``_connect``: :func:`connect`, ``_errors``); import
 everything from ``tiered_kafka.registry``.
 """
 from tiered_kafka.registry._client import Registry, RedisClient
+from tiered_kafka.registry._connect import LazyRedisCluster, check_url, connect, describe_url, is_cluster_url
 from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry
 from tiered_kafka.registry._errors import (
     MalformedRegistryDataError,
@@ -149,6 +165,7 @@ __all__ = [
     "Coverage",
     "CoverageStart",
     "Gap",
+    "LazyRedisCluster",
     "MalformedRegistryDataError",
     "PartitionInfo",
     "PartitionKeys",
@@ -160,9 +177,13 @@ __all__ = [
     "RegistryValueError",
     "SegmentEntry",
     "SegmentOverlapError",
+    "check_url",
     "cluster_partitions_key",
+    "connect",
+    "describe_url",
     "gap_member",
     "hash_tag",
+    "is_cluster_url",
     "parse_gap_member",
     "parse_segment_member",
     "partition_keys",

@@ -13,6 +13,7 @@ from tiered_kafka.errors import InvalidSegmentNameError, TieredKafkaError
 from tiered_kafka.format.segment_names import parse_partition_dir_name, partition_dir_name
 from tiered_kafka.registry import _scripts
 from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry, _gap_details, _parse_gap
+from tiered_kafka.registry._replicated import REPLICA_WAIT_MS, run_acknowledged
 from tiered_kafka.registry._errors import (
     MalformedRegistryDataError,
     RegistryConflictError,
@@ -86,7 +87,9 @@ class Registry:
 
     ``client`` is a ``redis.Redis`` or ``redis.RedisCluster`` (or anything with the same command
     methods, ``register_script`` and ``pipeline``); ``decode_responses`` may be on or off.
-    ``clock`` gives the milliseconds written as ``updated_ms`` and ``detected_ms``.
+    ``clock`` gives the milliseconds written as ``updated_ms`` and ``detected_ms``. On a Redis
+    Cluster each write script (registration, deletion, gap, coverage start, expiry, files, clear)
+    waits up to ``replica_wait_ms`` for a replica's acknowledgement (``_replicated``; 0 turns that off).
     Thread-safe as far as the client is (redis-py clients are).
     """
 
@@ -97,12 +100,14 @@ class Registry:
         *,
         namespace: str = DEFAULT_NAMESPACE,
         clock: Callable[[], int] = _now_ms,
+        replica_wait_ms: int = REPLICA_WAIT_MS,
     ) -> None:
         _check_names(cluster, namespace)
         self.client = client
         self.cluster = cluster
         self.namespace = namespace
         self._clock = clock
+        self.replica_wait_ms = replica_wait_ms  # on a Redis Cluster: WAIT 1 <ms> after each write script; 0: none
         self._register = client.register_script(_scripts._REGISTER_LUA)
         self._delete = client.register_script(_scripts._DELETE_LUA)
         self._gap = client.register_script(_scripts._GAP_LUA)
@@ -113,6 +118,11 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry(cluster={self.cluster!r}, namespace={self.namespace!r})"
+
+    def _write(self, script: Any, keys: Sequence[str], args: Sequence[str]) -> Any:
+        """Run a write script; on a Redis Cluster, acknowledged by a replica (``_replicated``): every
+        write script goes through here, so none is lost with a master that fails over."""
+        return run_acknowledged(self.client, script, keys, args, self.replica_wait_ms)
 
     # -- keys --------------------------------------------------------------------------------------
     def keys(self, topic: str, partition: int) -> PartitionKeys:
@@ -134,26 +144,28 @@ class Registry:
         flat = [part for item in entry.to_fields().items() for part in item]
         args = [
             entry.member,
-            str(entry.base_offset),
+            str(entry.first),
             str(entry.last_offset),
             str(entry.size),
             entry.checksum,
             str(self._clock()),
             str(entry.last_offset + 1),
+            str(entry.base_offset),
             *flat,
         ]
         what = f"register {entry.topic}-{entry.partition} segment {entry.base_offset}"
         with _translated(what):
-            reply = self._register(keys=[keys.segments, keys.segment(entry.base_offset), keys.info, keys.coverage], args=args)
+            # on a Redis Cluster, acknowledged by a replica before it counts (``_replicated``)
+            reply = self._write(self._register, [keys.segments, keys.segment(entry.first), keys.info, keys.coverage], args)
         status = _text(reply[0])
         if status == "overlap":
             other = parse_segment_member(reply[1], key=keys.segments)
-            raise SegmentOverlapError(entry.topic, entry.partition, (entry.base_offset, entry.last_offset), other)
+            raise SegmentOverlapError(entry.topic, entry.partition, (entry.first, entry.last_offset), other)
         if status == "conflict":
             existing_range = parse_segment_member(reply[1], key=keys.segments)
             try:
                 existing: SegmentEntry | None = SegmentEntry.from_fields(
-                    entry.topic, entry.partition, reply[2:], key=keys.segment(entry.base_offset)
+                    entry.topic, entry.partition, reply[2:], key=keys.segment(entry.first)
                 )
             except MalformedRegistryDataError:
                 existing = None
@@ -181,8 +193,8 @@ class Registry:
         detected = self._clock() if detected_ms is None else detected_ms
         member = gap_member(start, end)
         with _translated(f"record gap {start}..{end} of {topic}-{partition}"):
-            added = self._gap(
-                keys=[keys.gaps, keys.gap_details, keys.coverage], args=[member, str(start), _gap_details(reason, detected), str(end + 1)]
+            added = self._write(
+                self._gap, [keys.gaps, keys.gap_details, keys.coverage], [member, str(start), _gap_details(reason, detected), str(end + 1)]
             )
         self.ensure_listed(topic, partition)
         return bool(int(added))
@@ -196,30 +208,32 @@ class Registry:
         added = dataclasses.replace(entry, files=(*entry.files, *kinds), sparse_index=sparse_index)  # validated, canonical order
         keys = self.keys(entry.topic, entry.partition)
         with _translated(f"set the files of {entry.topic}-{entry.partition} segment {entry.base_offset}"):
-            done = self._set_files(
-                keys=[keys.segment(entry.base_offset)], args=[entry.checksum, ",".join(added.files), added.to_fields()["sparse_index"]]
+            done = self._write(
+                self._set_files, [keys.segment(entry.first)], [entry.checksum, ",".join(added.files), added.to_fields()["sparse_index"]]
             )
         return bool(int(done))
 
-    def delete_segment(self, topic: str, partition: int, base_offset: int) -> SegmentEntry | None:
-        """Remove the segment with this base offset; returns what was removed, or None if nothing was.
+    def delete_segment(self, topic: str, partition: int, first_offset: int) -> SegmentEntry | None:
+        """Remove the segment registered from this offset (its ``first_offset``: the base offset unless
+        it was registered from a later one); returns what was removed, or None if nothing was.
 
         The partition hash is recomputed (see the module doc for an emptied partition) and gaps that
         retention has moved past are forgotten. Deleting the oldest segment (what remote retention
         does) raises the coverage's ``expired_until`` to the new earliest offset.
         """
         keys = self.keys(topic, partition)
-        what = f"delete {topic}-{partition} segment {base_offset}"
+        what = f"delete {topic}-{partition} segment {first_offset}"
         with _translated(what):
-            reply = self._delete(
-                keys=[keys.segments, keys.segment(base_offset), keys.info, keys.gaps, keys.gap_details, keys.coverage],
-                args=[str(base_offset), str(self._clock())],
+            reply = self._write(
+                self._delete,
+                [keys.segments, keys.segment(first_offset), keys.info, keys.gaps, keys.gap_details, keys.coverage],
+                [str(first_offset), str(self._clock())],
             )
         if not reply:
             return None
         if len(reply) == 1:  # the member had no hash (never written by this module): removed all the same
             return None
-        return SegmentEntry.from_fields(topic, partition, reply[1:], key=keys.segment(base_offset))
+        return SegmentEntry.from_fields(topic, partition, reply[1:], key=keys.segment(first_offset))
 
     def set_coverage_start(self, topic: str, partition: int, offset: int, *, observed_ms: int | None = None) -> CoverageStart:
         """Record where coverage of the partition begins, unless a start is recorded already.
@@ -231,7 +245,7 @@ class Registry:
         keys = self.keys(topic, partition)
         start = CoverageStart(offset, self._clock() if observed_ms is None else observed_ms)
         with _translated(f"set coverage start of {topic}-{partition}"):
-            reply = self._coverage_start(keys=[keys.coverage], args=[str(start.offset), str(start.observed_ms)])
+            reply = self._write(self._coverage_start, [keys.coverage], [str(start.offset), str(start.observed_ms)])
         stored = _coverage_start_from(reply, keys.coverage)
         self.ensure_listed(topic, partition)
         return stored
@@ -243,7 +257,7 @@ class Registry:
         keys = self.keys(topic, partition)
         _check_offset("expired_until", until)
         with _translated(f"record expiry of {topic}-{partition}"):
-            self._raise(keys=[keys.coverage], args=["expired_until", str(until)])
+            self._write(self._raise, [keys.coverage], ["expired_until", str(until)])
 
     def clear_partition(self, topic: str, partition: int) -> int:
         """Delete every key of the partition (segments, info, gaps, coverage); returns how many segments there were.
@@ -258,7 +272,7 @@ class Registry:
                 members = [_text(m) for m in self.client.zrange(keys.segments, 0, -1)]
                 seg_keys = [keys.segment(parse_segment_member(m, key=keys.segments)[0]) for m in members]
                 count = int(
-                    self._clear(keys=[keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, *seg_keys], args=members)
+                    self._write(self._clear, [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, *seg_keys], members)
                 )
                 if count >= 0:
                     self.client.srem(self.partitions_key, name)
@@ -267,7 +281,7 @@ class Registry:
 
     # -- reads -------------------------------------------------------------------------------------
     def find(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
-        """The segment whose [base_offset, last_offset] holds ``offset``; None in a gap or outside."""
+        """The segment whose registered range [first_offset, last_offset] holds ``offset``; None in a gap or outside."""
         keys = self.keys(topic, partition)
         _check_offset("offset", offset)
         with _translated(f"find {topic}-{partition} offset {offset}"):
@@ -284,7 +298,7 @@ class Registry:
         raise MalformedRegistryDataError("segment listed without its hash", key=keys.segments)
 
     def next_segment(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
-        """The first segment with base_offset > ``offset`` (to read on past a gap); None if none.
+        """The first segment with first_offset > ``offset`` (to read on past a gap); None if none.
 
         ``offset`` may be -1: the partition's first segment."""
         _check_offset("offset", offset, minimum=-1)
@@ -300,8 +314,8 @@ class Registry:
         to_offset: int | None = None,
         limit: int | None = None,
     ) -> list[SegmentEntry]:
-        """Segments by base offset: from the one holding ``from_offset`` (or the next after it),
-        through the last one starting at or before ``to_offset``, at most ``limit`` of them."""
+        """Segments by first offset (registered range; module doc): from the one holding ``from_offset``
+        (or the next after it), through the last one starting at or before ``to_offset``, at most ``limit`` of them."""
         keys = self.keys(topic, partition)
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise RegistryValueError(f"limit must be a non-negative int, got {limit!r}")

@@ -50,6 +50,20 @@ class SegmentEntry:
     ``sparse_index`` is the segment's sparse plan index (``tiered_kafka.format.sparse_index``
     layout, opaque here; stored as base64 text), None when the entry has none (registered before
     it, or a segment without a batch index).
+    ``min_timestamp_exact``: ``min_timestamp`` is the smallest record timestamp, every record
+    decoded (the agent since the field exists); False (entries from before it): it is the smallest
+    batch base timestamp, not a lower bound (a later record of a batch may be older).
+    ``first_offset`` is the first offset the segment is registered for: its ``base_offset``
+    (None is normalised to it) unless a new leader's segment straddles offsets registered from
+    another leader's segments, when it is the first offset not registered before (the object still
+    holds, and is named by, the batches from ``base_offset``). The registry's ranges, lookups and
+    overlap checks are [first_offset, last_offset]; a reader of the object starts at the batch
+    holding ``first_offset``.
+    ``range_records`` and ``range_control_records`` count the records and control records of the
+    registered range's batches (those from ``first_offset`` on) when it starts after the base
+    offset (-1: unknown); ``record_count`` and ``control_records`` stay the whole object's. Read
+    them through :attr:`records_in_range` and :attr:`control_records_in_range`, which give the
+    whole counts for a segment registered whole.
     """
 
     topic: str
@@ -69,6 +83,10 @@ class SegmentEntry:
     control_records: int = -1
     open_txn_first_offset: int = OPEN_TXN_UNKNOWN
     sparse_index: bytes | None = None
+    min_timestamp_exact: bool = False
+    first_offset: int | None = None  # None: base_offset (set in __post_init__)
+    range_records: int = -1
+    range_control_records: int = -1
 
     def __post_init__(self) -> None:
         _check_topic_partition(self.topic, self.partition)
@@ -76,13 +94,18 @@ class SegmentEntry:
         _check_offset("last_offset", self.last_offset)
         if self.last_offset < self.base_offset:
             raise RegistryValueError(f"last_offset {self.last_offset} is below base_offset {self.base_offset}")
+        if self.first_offset is None:
+            object.__setattr__(self, "first_offset", self.base_offset)
+        _check_offset("first_offset", self.first_offset)
+        if not self.base_offset <= self.first_offset <= self.last_offset:
+            raise RegistryValueError(f"first_offset {self.first_offset} must lie in [base_offset {self.base_offset}, last_offset {self.last_offset}]")
         if not isinstance(self.object_key, str) or not self.object_key or any(c in self.object_key for c in "\r\n"):
             raise RegistryValueError(f"object_key must be a non-empty one-line str, got {self.object_key!r}")
         for name in ("size", "record_count", "upload_time_ms"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise RegistryValueError(f"{name} must be a non-negative int, got {value!r}")
-        for name in ("min_timestamp", "max_timestamp", "leader_epoch", "aborted_txns", "control_records"):
+        for name in ("min_timestamp", "max_timestamp", "leader_epoch", "aborted_txns", "control_records", "range_records", "range_control_records"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < -1:
                 raise RegistryValueError(f"{name} must be an int >= -1, got {value!r}")
@@ -91,6 +114,8 @@ class SegmentEntry:
             raise RegistryValueError(f"open_txn_first_offset must be an int in [-2, last_offset], got {value!r}")
         if self.sparse_index is not None and (not isinstance(self.sparse_index, bytes) or not self.sparse_index):
             raise RegistryValueError(f"sparse_index must be non-empty bytes or None, got {self.sparse_index!r:.80}")
+        if not isinstance(self.min_timestamp_exact, bool):
+            raise RegistryValueError(f"min_timestamp_exact must be a bool, got {self.min_timestamp_exact!r}")
         if not isinstance(self.checksum, str) or not _CHECKSUM_RE.fullmatch(self.checksum):
             raise RegistryValueError(f"checksum must read '{{algorithm}}:{{value}}' (e.g. 'crc32c:1a2b3c4d'), got {self.checksum!r}")
         files = (self.files,) if isinstance(self.files, str) else self.files
@@ -104,8 +129,24 @@ class SegmentEntry:
 
     @property
     def member(self) -> str:
-        """This segment's member in the segments ZSET."""
-        return segment_member(self.base_offset, self.last_offset)
+        """This segment's member in the segments ZSET: its registered range [first_offset, last_offset]."""
+        return segment_member(self.first, self.last_offset)
+
+    @property
+    def first(self) -> int:
+        """``first_offset`` as an int (never None after construction)."""
+        assert self.first_offset is not None
+        return self.first_offset
+
+    @property
+    def records_in_range(self) -> int:
+        """Records in the registered range [first_offset, last_offset]; -1 when unknown."""
+        return self.record_count if self.first == self.base_offset else self.range_records
+
+    @property
+    def control_records_in_range(self) -> int:
+        """Control records in the registered range; -1 when unknown."""
+        return self.control_records if self.first == self.base_offset else self.range_control_records
 
     @property
     def next_offset(self) -> int:
@@ -113,13 +154,15 @@ class SegmentEntry:
         return self.last_offset + 1
 
     def contains(self, offset: int) -> bool:
-        return self.base_offset <= offset <= self.last_offset
+        """True when ``offset`` is in the registered range [first_offset, last_offset]."""
+        return self.first <= offset <= self.last_offset
 
     def same_segment(self, other: SegmentEntry) -> bool:
-        """True when re-registering ``other`` over this entry is a no-op (same base, last, checksum, size)."""
-        return (self.topic, self.partition, self.base_offset, self.last_offset, self.checksum, self.size) == (
+        """True when re-registering ``other`` over this entry is a no-op (same first, base, last, checksum, size)."""
+        return (self.topic, self.partition, self.first_offset, self.base_offset, self.last_offset, self.checksum, self.size) == (
             other.topic,
             other.partition,
+            other.first_offset,
             other.base_offset,
             other.last_offset,
             other.checksum,
@@ -144,6 +187,10 @@ class SegmentEntry:
             "control_records": str(self.control_records),
             "open_txn_first_offset": str(self.open_txn_first_offset),
             "sparse_index": "" if self.sparse_index is None else base64.b64encode(self.sparse_index).decode("ascii"),
+            "min_timestamp_exact": "1" if self.min_timestamp_exact else "0",
+            "first_offset": str(self.first_offset),
+            "range_records": str(self.range_records),
+            "range_control_records": str(self.range_control_records),
         }
 
     @classmethod
@@ -172,6 +219,7 @@ class SegmentEntry:
                 checksum=fields["checksum"],
                 files=tuple(fields["files"].split(",")) if fields["files"] else (),
                 sparse_index=_sparse_index_field(fields, key),
+                min_timestamp_exact=_flag(ints.pop("min_timestamp_exact", 0)),
                 **ints,
             )
         except RegistryValueError as err:
@@ -196,7 +244,16 @@ class SegmentEntry:
             "aborted_txns": self.aborted_txns,
             "control_records": self.control_records,
             "open_txn_first_offset": self.open_txn_first_offset,
+            "min_timestamp_exact": self.min_timestamp_exact,
+            "first_offset": self.first_offset,
+            "range_records": self.range_records,
+            "range_control_records": self.range_control_records,
         }
+
+
+def _flag(value: int) -> bool | int:
+    """A 0/1 field as a bool; any other value is passed on for ``SegmentEntry`` to refuse."""
+    return bool(value) if value in (0, 1) else value
 
 
 #: (Redis key, object key) of entries whose bad ``sparse_index`` was logged; bounded (cleared when full)

@@ -33,10 +33,23 @@ SEGMENT_FIELDS: Final = (
     "control_records",
     "open_txn_first_offset",
     "sparse_index",
+    "min_timestamp_exact",
+    "first_offset",
+    "range_records",
+    "range_control_records",
 )
-OPTIONAL_SEGMENT_FIELDS: Final = ("aborted_txns", "control_records", "open_txn_first_offset", "sparse_index")
-"""Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``; None for ``sparse_index``)
-when an entry registered before them lacks them."""
+OPTIONAL_SEGMENT_FIELDS: Final = (
+    "aborted_txns",
+    "control_records",
+    "open_txn_first_offset",
+    "sparse_index",
+    "min_timestamp_exact",
+    "first_offset",
+    "range_records",
+    "range_control_records",
+)
+"""Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``; None for ``sparse_index``; 0 for ``min_timestamp_exact``)
+when an entry registered before them lacks them; ``first_offset`` reads as ``base_offset`` (a segment registered whole)."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
 
 _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot, batchindex
@@ -98,9 +111,10 @@ class PartitionKeys:
     gap_details: str
     coverage: str
 
-    def segment(self, base_offset: int) -> str:
-        """The hash of the segment with this base offset."""
-        return f"{self.prefix}segment:{_check_offset('base offset', base_offset):0{OFFSET_WIDTH}d}"
+    def segment(self, first_offset: int) -> str:
+        """The hash of the segment registered from this offset: its ``first_offset``, which is its
+        base offset unless it was registered from a later offset (a new leader's straddling segment)."""
+        return f"{self.prefix}segment:{_check_offset('first offset', first_offset):0{OFFSET_WIDTH}d}"
 
 
 def partition_keys(cluster: str, topic: str, partition: int, namespace: str = DEFAULT_NAMESPACE) -> PartitionKeys:
@@ -129,17 +143,18 @@ def cluster_partitions_key(cluster: str, namespace: str = DEFAULT_NAMESPACE) -> 
     return f"{namespace}:{{{cluster}}}:partitions"
 
 
-def segment_member(base_offset: int, last_offset: int) -> str:
-    """The segments ZSET member: ``{base:020d}:{last:020d}``."""
-    return f"{base_offset:0{OFFSET_WIDTH}d}:{last_offset:0{OFFSET_WIDTH}d}"
+def segment_member(first_offset: int, last_offset: int) -> str:
+    """The segments ZSET member: ``{first:020d}:{last:020d}``, the offsets the segment is registered
+    for (``first`` is the base offset of a segment registered whole)."""
+    return f"{first_offset:0{OFFSET_WIDTH}d}:{last_offset:0{OFFSET_WIDTH}d}"
 
 
 def parse_segment_member(member: str | bytes, *, key: str | None = None) -> tuple[int, int]:
-    """(base_offset, last_offset) of a segments ZSET member."""
+    """(first_offset, last_offset) of a segments ZSET member."""
     text = _text(member)
     match = _SEGMENT_MEMBER_RE.fullmatch(text)
     if match is None or int(match[1]) > int(match[2]):
-        raise MalformedRegistryDataError(f"segment member {text!r} is not '{{base:020d}}:{{last:020d}}'", key=key)
+        raise MalformedRegistryDataError(f"segment member {text!r} is not '{{first:020d}}:{{last:020d}}'", key=key)
     return int(match[1]), int(match[2])
 
 

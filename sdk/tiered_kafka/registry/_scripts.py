@@ -3,6 +3,11 @@
 Offsets travel as decimal strings and are compared as 20-digit zero-padded strings (members) or
 with ``tonumber`` (exact: offsets are at most 2**53 - 1); a number is turned back into a string
 only with ``string.format('%.0f', n)`` (``tostring`` writes large ones in exponent notation).
+
+A segment is keyed by its *first offset* (``SegmentEntry.first_offset``: the base offset, or a
+later one for a new leader's straddling segment): the ZSET member is ``{first}:{last}``, its score
+``first``, its hash ``segment:{first}``. Lookups, overlap checks and deletions all work on
+[first, last], so a segment whose object begins with batches another segment holds never overlaps it.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ local function refresh(zkey, ikey, now)
 end
 """
 
-# KEYS: segments zset, segment hash, info hash, coverage hash.
-# ARGV: member, base, last, size, checksum, now_ms, last + 1, field1, value1, ...  (all strings)
+# KEYS: segments zset, segment hash (by first offset), info hash, coverage hash.
+# ARGV: member, first, last, size, checksum, now_ms, last + 1, base, field1, value1, ...  (all strings)
+# Same first offset: a no-op when last, checksum, size and base offset are the same, else a conflict.
 # Returns {'registered'} | {'noop'} | {'conflict', member, hash field/values...} | {'overlap', member}
 _REGISTER_LUA = (
     _LUA_NUM
@@ -55,8 +61,8 @@ local pbase, plast = string.sub(member, 1, 20), string.sub(member, 22, 41)
 local prev = redis.call('ZREVRANGEBYSCORE', zkey, base, '-inf', 'LIMIT', 0, 1)[1]
 if prev then
   if string.sub(prev, 1, 20) == pbase then
-    local cur = redis.call('HMGET', hkey, 'last_offset', 'checksum', 'size')
-    if prev == member and cur[1] == last and cur[2] == checksum and cur[3] == size then
+    local cur = redis.call('HMGET', hkey, 'last_offset', 'checksum', 'size', 'base_offset')
+    if prev == member and cur[1] == last and cur[2] == checksum and cur[3] == size and cur[4] == ARGV[8] then
       raise(ckey, 'next_offset', ARGV[7])
       return {'noop'}
     end
@@ -70,7 +76,7 @@ local nxt = redis.call('ZRANGEBYSCORE', zkey, '(' .. base, '+inf', 'LIMIT', 0, 1
 if nxt and string.sub(nxt, 1, 20) <= plast then return {'overlap', nxt} end
 redis.call('ZADD', zkey, base, member)
 redis.call('DEL', hkey)
-redis.call('HSET', hkey, unpack(ARGV, 8))
+redis.call('HSET', hkey, unpack(ARGV, 9))
 refresh(zkey, ikey, now)
 redis.call('HINCRBY', ikey, 'total_bytes', size)
 raise(ckey, 'next_offset', ARGV[7])
@@ -79,7 +85,7 @@ return {'registered'}
 )
 
 # KEYS: segments zset, segment hash, info hash, gaps zset, gap-details hash, coverage hash.
-# ARGV: base, now_ms.  Returns false (nothing there) or {member, hash field/values...}.
+# ARGV: first offset (the member's score), now_ms.  Returns false (nothing there) or {member, hash field/values...}.
 _DELETE_LUA = (
     _LUA_NUM
     + _LUA_RAISE

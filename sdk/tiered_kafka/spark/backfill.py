@@ -4,7 +4,7 @@
 
     python -m tiered_kafka.spark.backfill --gateway-url http://gw:8080 --cluster prod \\
         --topic orders [--topic payments] --output /data/orders-parquet \\
-        --redis-url redis://registry:6379/0 [--master local[2]] [--token T] [--overwrite] \\
+        --redis-url redis://registry:6379/0 [--master URL] [--token T] [--overwrite] \\
         [--isolation-level read_committed]
 
 Stages, each printed as it happens:
@@ -26,7 +26,9 @@ transactions still open. Rows are the records the read delivers. So, per partiti
 
     rows in Parquet == R - C - A - U
 
-    R  sum(record_count) of the registered segments inside [E, L + 1)
+    R  sum(record_count) of the registered segments inside [E, L + 1), each over its registered
+       range (``SegmentEntry.records_in_range``: a segment registered from a later first_offset
+       counts its batches from there; an unknown count fails the check, naming the segment)
     C  control records in those offsets: the registry's ``control_records`` summed over those
        segments when every one of them knows it (not -1), else the control records counted
        during the read; when the registry knows it, the read's count must equal it too
@@ -47,9 +49,11 @@ range (the registry changed since planning) makes the check fail: its share cann
 the registry. Also checked: every offset written lies in [E, L + 1). ``--isolation-level``
 (default read_uncommitted, Kafka's default) is the data source's ``kafka.isolation.level``.
 Exit status: 0 when every partition matches, 1 on a mismatch (each one named) or a failed read,
-2 on bad arguments. ``--master local[N]`` (the default ``local[2]``) gets a loopback session
-(``session.local_session``); any other master a plain one, whose executors need
-``tiered-kafka[spark]`` installed. The output path is anything Spark can write (a local
+2 on bad arguments. The Spark master (``resolve_master``): ``--master`` when given; else, under
+``spark-submit``, the one spark-submit was given (its ``--master``, ``spark.master``, or its own
+default), the session being built without a master; else, run as a plain command, ``local[2]``.
+A ``local[N]`` master named here gets a loopback session (``session.local_session``); any other a
+plain one, whose executors need ``tiered-kafka[spark]`` installed. The output path is anything Spark can write (a local
 directory, ``s3a://`` with the Hadoop AWS jars, ...); counting reads it back through Spark.
 """
 
@@ -57,16 +61,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tiered_kafka.errors import TieredKafkaError
 from tiered_kafka.gateway_client import GatewayClient
-from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka.registry import Registry, SegmentEntry, connect
 from tiered_kafka.spark.options import parse_options
 from tiered_kafka.spark.planning import OffsetRange, resolve_offsets
 
@@ -110,7 +115,10 @@ class PartitionCheck:
     def problems(self) -> list[str]:
         out = []
         if self.partial_segments:
-            out.append(f"segments {list(self.partial_segments)} lie only partly inside [{self.start}, {self.end}) (the registry changed since planning)")
+            out.append(
+                f"segments {list(self.partial_segments)} lie only partly inside [{self.start}, {self.end}) (the registry changed since planning)"
+                " or their registered range's record count is unknown"
+            )
         if self.rows != self.expected:
             out.append(
                 f"wrote {self.rows} rows, the registry counts {self.registry_records} records in {self.segments} segments"
@@ -145,28 +153,30 @@ class BackfillCheckError(TieredKafkaError):
 
 
 def expected_from_registry(segments: Sequence[SegmentEntry], start: int, end: int) -> tuple[int, int, tuple[int, ...]]:
-    """(records in the segments inside [start, end), how many segments, base offsets of those only partly inside)."""
+    """(records in the registered ranges inside [start, end), how many segments, base offsets of those
+    only partly inside or whose range's count is unknown). A segment's range is [first_offset,
+    last_offset] and its count ``records_in_range`` (a straddling segment: the batches from first_offset)."""
     records, count, partial = 0, 0, []
     for segment in segments:
-        if segment.last_offset < start or segment.base_offset >= end:
+        if segment.last_offset < start or segment.first >= end:
             continue
-        if segment.base_offset < start or segment.last_offset >= end:
+        if segment.first < start or segment.last_offset >= end or segment.records_in_range < 0:
             partial.append(segment.base_offset)
             continue
-        records += segment.record_count
+        records += segment.records_in_range
         count += 1
     return records, count, tuple(partial)
 
 
 def registry_control_records(segments: Sequence[SegmentEntry], start: int, end: int) -> int | None:
-    """The registry's control records of the segments wholly inside [start, end); None when one does not know (-1)."""
+    """The registry's control records of the registered ranges wholly inside [start, end); None when one does not know (-1)."""
     total = 0
     for segment in segments:
-        if segment.last_offset < start or segment.base_offset >= end or segment.base_offset < start or segment.last_offset >= end:
+        if segment.last_offset < start or segment.first < start or segment.last_offset >= end:
             continue
-        if segment.control_records < 0:
+        if segment.control_records_in_range < 0:
             return None
-        total += segment.control_records
+        total += segment.control_records_in_range
     return total
 
 
@@ -351,6 +361,10 @@ class StageProgress:
         )
 
 
+FALLBACK_MASTER = "local[2]"
+"""The master of a backfill run as a plain command (not by spark-submit) without ``--master``."""
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tiered-kafka-backfill",
@@ -361,8 +375,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--cluster", required=True, help="the Kafka cluster's name in the gateway and the registry")
     parser.add_argument("--topic", action="append", required=True, help="a topic to backfill (repeat for more)")
     parser.add_argument("--output", required=True, help="the Parquet directory (any path Spark can write)")
-    parser.add_argument("--redis-url", required=True, help="the registry's Redis, e.g. redis://127.0.0.1:6379/0")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--redis-url", required=True, help="the registry's Redis, e.g. redis://127.0.0.1:6379/0 or redis+cluster://host:port,host:port")
+    parser.add_argument(
+        "--master", default=None, help=f"Spark master (default: spark-submit's master; {FALLBACK_MASTER} when not run by spark-submit)"
+    )
     parser.add_argument("--token", default=None, help="bearer token for the gateway, when it has auth enabled")
     parser.add_argument("--overwrite", action="store_true", help="replace what is under --output (default: fail if it exists)")
     parser.add_argument(
@@ -375,24 +391,42 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def resolve_master(requested: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The master to build the session with; None leaves spark-submit's.
+
+    spark-submit runs a Python application through its ``PythonRunner``, which starts the JVM
+    first and hands its gateway to the Python process in ``PYSPARK_GATEWAY_PORT``; that variable
+    is how a driver knows it was submitted. A master set on the builder there would override the
+    one given to spark-submit (a submitted job silently running in the driver), so it is left
+    unset and ``--master`` is only needed to override spark-submit's on purpose.
+    """
+    if requested:
+        return requested
+    if environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    return FALLBACK_MASTER
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    import redis
     from pyspark.sql import SparkSession
 
     from tiered_kafka.spark.session import local_session
 
     topics = list(dict.fromkeys(args.topic))
-    registry = Registry(redis.Redis.from_url(args.redis_url), args.cluster)
+    registry = Registry(connect(args.redis_url), args.cluster)
     started_here = SparkSession.getActiveSession() is None
-    print(f"[spark] starting a session on {args.master} ...", flush=True)
-    if args.master.startswith("local"):
-        spark = local_session(args.master, "tiered-kafka-backfill")
-    else:  # a cluster: its executors need tiered-kafka[spark] installed; no loopback settings
+    master = resolve_master(args.master)
+    print(f"[spark] starting a session on {master or 'the master spark-submit was given'} ...", flush=True)
+    if master is not None and master.startswith("local"):
+        spark = local_session(master, "tiered-kafka-backfill")
+    else:  # spark-submit's master, or a cluster: its executors need tiered-kafka[spark] installed; no loopback settings
         from tiered_kafka.spark.datasource import TieredKafkaDataSource
 
-        spark = SparkSession.builder.master(args.master).appName("tiered-kafka-backfill").getOrCreate()
+        builder = SparkSession.builder.appName("tiered-kafka-backfill")
+        spark = (builder if master is None else builder.master(master)).getOrCreate()
         spark.dataSource.register(TieredKafkaDataSource)
+    print(f"[spark] session on {spark.sparkContext.master}", flush=True)
     try:
         result = backfill(
             spark,

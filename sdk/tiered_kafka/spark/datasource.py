@@ -8,7 +8,8 @@
           .option("tiered.gateway.url", "http://gateway:8080").option("tiered.cluster", "prod")
           .option("subscribe", "orders").option("startingOffsets", "earliest").load())
 
-It reads **remote storage only**, through the gateway's read plans, with the options and the
+It reads **remote storage** through the gateway's read plans (and, with ``tiered.mode``
+REMOTE_PREFERRED / KAFKA_PREFERRED, Kafka for what remote storage does not hold: ``hybrid``), with the options and the
 output columns of Spark's Kafka source (``options`` and ``arrow`` module docs), so a batch job
 switches from ``format("kafka")`` by changing the format and adding the ``tiered.*`` options.
 
@@ -40,11 +41,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from tiered_kafka.modes import Mode
 from tiered_kafka.spark.arrow import spark_schema
 from tiered_kafka.spark.options import OptionError, ReadOptions, parse_options
 from tiered_kafka.spark.planning import ReadTask, plan_source
 from tiered_kafka.spark.pushdown import Pushdown, described, translate
-from tiered_kafka.spark.reading import read_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,7 +64,8 @@ class TieredKafkaInputPartition(InputPartition):
 
     def __repr__(self) -> str:
         slices = ", ".join(f"{s.topic}-{s.partition}[{s.ranges[0][1].first_offset}..{s.ranges[-1][1].last_offset}]" for s in self.task.slices)
-        return f"TieredKafkaInputPartition({self.task.index}: {self.task.size} bytes, {slices})"
+        kafka = ", ".join(f"{k.topic}-{k.partition}[{k.start}..{k.end - 1}] from Kafka" for k in self.task.kafka_slices)
+        return f"TieredKafkaInputPartition({self.task.index}: {kafka})" if kafka and not slices else f"TieredKafkaInputPartition({self.task.index}: {self.task.size} bytes, {slices})"
 
 
 class TieredKafkaDataSource(DataSource):
@@ -94,7 +96,8 @@ class TieredKafkaDataSource(DataSource):
         :class:`TieredKafkaPushdownReader`); elsewhere one without it, so a session without
         ``spark.sql.python.filterPushdown.enabled`` reads everything instead of failing."""
         options = parse_options(self.options)
-        return TieredKafkaPushdownReader(options) if in_pushdown_worker() else TieredKafkaReader(options)
+        pushdown = in_pushdown_worker() and options.mode is Mode.REMOTE_ONLY  # hybrid modes: Spark applies every filter
+        return TieredKafkaPushdownReader(options) if pushdown else TieredKafkaReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """``spark.readStream.format("tiered-kafka")`` (``streaming`` module doc)."""
@@ -118,6 +121,8 @@ class TieredKafkaReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TieredKafkaInputPartition):  # nothing to read: Spark's placeholder partition
             return iter(())
+        from tiered_kafka.spark.reading import read_task  # executors only (the driver's workers skip its imports)
+
         return read_task(partition.task)
 
 

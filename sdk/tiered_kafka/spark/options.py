@@ -37,8 +37,8 @@ Ours (the gateway that plans the reads):
     ``tiered.gateway.url``   e.g. ``http://gateway:8080`` (required)
     ``tiered.cluster``       the Kafka cluster's name in the gateway (required)
     ``tiered.gateway.token`` bearer token, when the gateway has auth enabled
-    ``tiered.mode``          ``REMOTE_ONLY`` (the default, and the only mode supported yet; other
-                             ``tiered_kafka.modes`` values are an error, never silently remote-only)
+    ``tiered.mode``          ``REMOTE_ONLY`` (default), ``REMOTE_PREFERRED``, ``KAFKA_PREFERRED`` and their
+                             Kafka options: ``kafka_options`` module doc; the hybrid reads: ``hybrid``
     ``tiered.includeControlRecords``  internal (used by the backfill's row-count check): ``true``
                              adds a string column ``skipped`` and emits one row (key/value null)
                              per record a read leaves out: ``control`` (a marker), ``aborted``
@@ -47,14 +47,13 @@ Ours (the gateway that plans the reads):
                              partition, so a ``timestamp`` filter also cuts the read's end (``pushdown``)
 
 Decisions:
-- The source reads remote storage only: ``earliest`` is the first offset held remotely and
+- REMOTE_ONLY reads remote storage only: ``earliest`` is the first offset held remotely and
   ``latest`` is one past the last one held remotely (not Kafka's log start or high watermark).
   A specific ending offset past remote storage's end fails (the data is not remote yet); a
   specific starting offset below remote storage's start is data loss (``failOnDataLoss``).
-- Options of Spark's Kafka source that configure the Kafka consumer (``kafka.*``, e.g.
-  ``kafka.bootstrap.servers``) are accepted and ignored, so a job switches formats unchanged,
-  except ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Kafka's) or
-  ``read_committed`` (aborted transactions left out by ``tiered_kafka.transactions``; what a task
+- In REMOTE_ONLY, options of Spark's Kafka source that configure the Kafka consumer (``kafka.*``)
+  are accepted and ignored, so a job switches formats unchanged, except ``kafka.isolation.level``:
+  ``read_uncommitted`` (the default, as Kafka's) or ``read_committed`` (aborted transactions left out by ``tiered_kafka.transactions``; what a task
   does at its slice's end is in the ``reading`` module doc). Control records are never rows.
   Streaming-only options are ignored in batch reads, as Spark does (streams: ``streaming`` module). Other unknown options are
   ignored with a warning naming them (a typo would otherwise silently change nothing).
@@ -71,6 +70,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiered_kafka.errors import ConfigError
+from tiered_kafka.modes import Mode
+from tiered_kafka.spark.kafka_options import DEFAULT_POLL_TIMEOUT_MS, group_id, kafka_settings, parse_mode, poll_timeout_ms
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ KNOWN_OPTIONS = frozenset(
         "tiered.includeControlRecords",
         "tiered.mode",
         "tiered.timestampsOrdered",
+        "kafkaConsumer.pollTimeoutMs",
+        "groupIdPrefix",
     )
 )
 #: Spark Kafka options that do not apply to a batch read of remote storage (ignored, as Spark ignores them)
@@ -119,8 +122,6 @@ IGNORED_OPTIONS = frozenset(
         "maxRecordsPerPartition",
         "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs",
-        "groupIdPrefix",
-        "kafkaConsumer.pollTimeoutMs",
     )
 )
 
@@ -196,7 +197,7 @@ class ReadOptions:
 
     gateway_url: str
     cluster: str
-    token: str | None
+    token: str | None = field(repr=False)  # a secret: never in a repr
     selection: TopicSelection
     starting: OffsetSpec
     ending: OffsetSpec
@@ -209,14 +210,20 @@ class ReadOptions:
     timestamps_ordered: bool = False  # tiered.timestampsOrdered (pushdown module doc, rule 4)
     read_committed: bool = False
     ignored: tuple[str, ...] = field(default=())
+    mode: Mode = Mode.REMOTE_ONLY  # tiered.mode; the hybrid modes: kafka_config (librdkafka settings), poll_timeout_ms
+    kafka_config: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold sasl.password
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    kafka_group_id: str = ""  # the hybrid modes' consumers' group.id (kafka_options.group_id)
 
-    def topic_partitions(self, available: Mapping[str, list[int]], *, strict: bool = True) -> list[TopicPartition]:
-        """The partitions to read, sorted, given the gateway's ``topics()`` (topic → partitions).
+    def topic_partitions(self, available: Mapping[str, list[int]], *, strict: bool = True, both_tiers: bool = False) -> list[TopicPartition]:
+        """The partitions to read, sorted, given the gateway's ``topics()`` (topic → partitions;
+        ``both_tiers``: the hybrid modes' union of the gateway's and Kafka's, named so in errors).
 
         Unknown topics or partitions raise :class:`OptionError` naming the option. ``strict=False``
         (a running stream discovering partitions): they are left out, and the offsets JSON is not
         checked against the partitions (new ones start at earliest, as in Spark's Kafka source)."""
-        selection = self.selection
+        selection, cluster = self.selection, repr(self.cluster)
+        holds = f"neither Kafka nor the gateway (cluster {cluster}) has" if both_tiers else f"the gateway serves no remote data in cluster {cluster} for"
         if not strict:
             if isinstance(selection, Assign):
                 return sorted((t, p) for t, ps in selection.partitions.items() for p in ps if p in available.get(t, ()))
@@ -226,8 +233,7 @@ class ReadOptions:
             missing = [t for t in selection.topics if t not in available]
             if missing:
                 raise OptionError(
-                    f"option 'subscribe': unknown topic(s) {', '.join(map(repr, missing))}: the gateway serves no remote data "
-                    f"for them in cluster {self.cluster!r} (topics: {_listing(available)})"
+                    f"option 'subscribe': unknown topic(s) {', '.join(map(repr, missing))}: {holds} them (topics: {_listing(available)})"
                 )
             chosen = [(t, p) for t in selection.topics for p in available[t]]
         elif isinstance(selection, SubscribePattern):
@@ -235,8 +241,8 @@ class ReadOptions:
             topics = [t for t in available if regex.fullmatch(t)]
             if not topics:
                 raise OptionError(
-                    f"option 'subscribePattern': {selection.pattern!r} matches no topic with remote data in cluster "
-                    f"{self.cluster!r} (topics: {_listing(available)})"
+                    f"option 'subscribePattern': {selection.pattern!r} matches no topic {'of Kafka or' if both_tiers else 'with remote data in'} "
+                    f"{'the gateway (cluster ' + cluster + ')' if both_tiers else 'cluster ' + cluster} (topics: {_listing(available)})"
                 )
             chosen = [(t, p) for t in topics for p in available[t]]
         else:
@@ -244,13 +250,12 @@ class ReadOptions:
             for topic, partitions in selection.partitions.items():
                 if topic not in available:
                     raise OptionError(
-                        f"option 'assign': unknown topic {topic!r}: the gateway serves no remote data for it in cluster "
-                        f"{self.cluster!r} (topics: {_listing(available)})"
+                        f"option 'assign': unknown topic {topic!r}: {holds} it (topics: {_listing(available)})"
                     )
                 unknown = sorted(set(partitions) - set(available[topic]))
                 if unknown:
                     raise OptionError(
-                        f"option 'assign': unknown partition(s) {unknown} of topic {topic!r} (the gateway has partitions {sorted(available[topic])})"
+                        f"option 'assign': unknown partition(s) {unknown} of topic {topic!r} ({'Kafka and the gateway have' if both_tiers else 'the gateway has'} partitions {sorted(available[topic])})"
                     )
                 chosen.extend((topic, p) for p in partitions)
         chosen = sorted(set(chosen))
@@ -282,12 +287,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Rea
     if isolation not in ("read_uncommitted", "read_committed"):
         raise OptionError(f"option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed' (Kafka's isolation.level), got {isolation!r}")
 
-    mode = opts.get("tiered.mode", "REMOTE_ONLY").strip().upper()
-    if mode != "REMOTE_ONLY":
-        raise OptionError(
-            f"option 'tiered.mode': {mode!r} is not supported by the tiered-kafka Spark source yet: "
-            "batch reads and streams read remote storage only (REMOTE_ONLY)"
-        )
+    mode = parse_mode(opts, OptionError)
+    kafka_config = kafka_settings(opts, mode, OptionError)
     gateway_url = _required(opts, "tiered.gateway.url")
     if not gateway_url.startswith(("http://", "https://")):
         raise OptionError(f"option 'tiered.gateway.url' must start with http:// or https://, got {gateway_url!r}")
@@ -347,6 +348,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Rea
         timestamps_ordered=_bool(opts, "tiered.timestampsOrdered", False),
         read_committed=isolation == "read_committed",
         ignored=tuple(unknown),
+        mode=mode,
+        kafka_config=kafka_config,
+        poll_timeout_ms=poll_timeout_ms(opts, OptionError),
+        kafka_group_id=group_id(opts, mode),
     )
 
 

@@ -11,8 +11,10 @@ Rules:
    warning and E). An offset past L + 1 is not remote (yet): always an error. Ending offsets are
    exclusive. A start after the end is an ``OptionError``. Filters Spark pushed then narrow them
    (``pushdown`` module doc): partitions they exclude are not resolved, each [start, end) is
-   intersected with the offset bounds and starts no earlier than the first offset at or after the
-   lower timestamp bound.
+   intersected with the offset bounds, starts no earlier than the first offset at or after the
+   lower timestamp bound, and is cut into pieces that skip the segments no record of which is
+   stamped within the timestamp bounds (``pushdown`` rules 4-6; ``make_tasks`` gives each piece
+   its own slice).
 2. **Number of Spark partitions** N = max(``minPartitions``, Kafka partitions with data to read,
    ceil(bytes / ``maxBytesPerPartition``)), capped by the number of planned ranges (a batch is
    never split, so a read of fewer batches than ``minPartitions`` gets fewer partitions).
@@ -52,11 +54,10 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlannedRange, read_gap
+from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, read_gap
 from tiered_kafka.spark.options import (
     EARLIEST,
     Assign,
@@ -71,7 +72,9 @@ from tiered_kafka.spark.options import (
     SpecificOffsets,
     TopicPartition,
 )
-from tiered_kafka.spark.pushdown import Pushdown, narrow
+from tiered_kafka.modes import Mode
+from tiered_kafka.spark.pushdown import Pushdown, narrow_pieces
+from tiered_kafka.spark.tasks import GapHandler, KafkaSlice, OffsetRange, RangeUnit, ReadTask, Slice, SourcePlan  # noqa: F401 (re-exported: planning's units)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,90 +89,6 @@ GET_BYTES = TASK_MEMORY_BYTES // (2 * (PREFETCH + 1))
 MAX_PLAN_BYTES = GET_BYTES
 RANGES_PER_PARTITION = 4
 PLANNING_THREADS = 8
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetRange:
-    """Offsets [start, end) of one Kafka partition to read; ``estimated_bytes`` from remote storage's extent.
-    ``stable_end``: under read_committed, the remote last stable offset when the read was planned
-    (``tiered_kafka.transactions``; None: unknown, or read_uncommitted)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    estimated_bytes: int = 0
-    stable_end: int | None = None
-
-    @property
-    def count(self) -> int:
-        return max(0, self.end - self.start)
-
-
-@dataclass(frozen=True, slots=True)
-class RangeUnit:
-    """One planned, batch-aligned range of a segment object, within the read of ``offsets``."""
-
-    offsets: OffsetRange
-    object_key: str
-    planned: PlannedRange
-
-    @property
-    def size(self) -> int:
-        return self.planned.size
-
-
-@dataclass(frozen=True, slots=True)
-class Slice:
-    """Consecutive ranges of one Kafka partition read by one task; records outside [start, end) are dropped."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    ranges: tuple[tuple[str, PlannedRange], ...]  # (object key, range)
-    stable_end: int | None = None  # read_committed: no row at or past it (OffsetRange.stable_end)
-
-    @property
-    def size(self) -> int:
-        return sum(r.size for _key, r in self.ranges)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadTask:
-    """What one Spark task reads: slices, and how to reach the gateway to re-plan an expired URL."""
-
-    index: int
-    gateway_url: str
-    cluster: str
-    token: str | None
-    include_headers: bool
-    include_control_records: bool
-    slices: tuple[Slice, ...]
-    read_committed: bool = False
-
-    @property
-    def size(self) -> int:
-        return sum(s.size for s in self.slices)
-
-
-@dataclass
-class SourcePlan:
-    """The outcome of planning: offsets per partition, the tasks, and what was skipped."""
-
-    offsets: list[OffsetRange]
-    tasks: list[ReadTask]
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        return sum(t.size for t in self.tasks)
-
-    @property
-    def range_count(self) -> int:
-        return sum(len(s.ranges) for t in self.tasks for s in t.slices)
-
-
 def client_for(options: ReadOptions) -> GatewayClient:
     return GatewayClient(options.gateway_url, options.cluster, token=options.token)
 
@@ -181,22 +100,27 @@ def plan_source(options: ReadOptions, client: GatewayClient | None = None, pushe
     gateway = client_for(options) if client is None else client
     try:
         warnings: list[str] = []
+        if options.mode is not Mode.REMOTE_ONLY:
+            from tiered_kafka.spark.hybrid_planning import plan_hybrid_source
+
+            return plan_hybrid_source(options, gateway, warnings)
         offsets = resolve_offsets(options, gateway, warnings, pushed)
         if pushed is not None and not pushed.is_noop:
-            offsets = _parallel(lambda r: _narrowed(r, pushed, gateway, options.timestamps_ordered), offsets)
+            offsets = [piece for pieces in _parallel(lambda r: _narrowed(r, pushed, gateway, options), offsets) for piece in pieces]
         return SourcePlan(offsets, plan_tasks(options, gateway, offsets, warnings), warnings)
     finally:
         if own:
             gateway.close()
 
 
-def plan_tasks(options: ReadOptions, gateway: GatewayClient, offsets: Sequence[OffsetRange], warnings: list[str]) -> list[ReadTask]:
-    """Rules 2-4 for resolved offsets: plans asked, ranges balanced into tasks (also a stream's micro-batch)."""
+def plan_tasks(options: ReadOptions, gateway: GatewayClient, offsets: Sequence[OffsetRange], warnings: list[str], on_gap: GapHandler | None = None) -> list[ReadTask]:
+    """Rules 2-4 for resolved offsets: plans asked, ranges balanced into tasks (also a stream's micro-batch);
+    ``on_gap``: ``collect_units``'."""
     to_read = [r for r in offsets if r.count > 0]
     estimated = sum(r.estimated_bytes for r in to_read)
     n = partition_count(options, len(to_read), estimated)
     max_bytes = plan_bytes(estimated, n)
-    unit_lists = _parallel(lambda r: collect_units(gateway, r, max_bytes, options.fail_on_data_loss, warnings), to_read)
+    unit_lists = _parallel(lambda r: collect_units(gateway, r, max_bytes, options.fail_on_data_loss, warnings, on_gap), to_read)
     units = [u for us in unit_lists for u in us]
     n = min(partition_count(options, len(to_read), sum(u.size for u in units)), len(units))
     return make_tasks(units, n, options)
@@ -314,13 +238,20 @@ def _describe(spec: OffsetSpec) -> str:
     return "earliest" if isinstance(spec, Earliest) else "latest" if isinstance(spec, Latest) else f"option '{spec.option}'"
 
 
-def _narrowed(offsets: OffsetRange, pushed: Pushdown, client: GatewayClient, ordered: bool) -> OffsetRange:
-    """``offsets`` under the pushed filters (``pushdown.narrow``), its estimated bytes in proportion."""
-    start, end = narrow(pushed, client, offsets.topic, offsets.partition, offsets.start, offsets.end, ordered=ordered)
-    if (start, end) == (offsets.start, offsets.end):
-        return offsets
-    estimate = offsets.estimated_bytes * (end - start) // offsets.count if offsets.count else 0
-    return dataclasses.replace(offsets, start=start, end=end, estimated_bytes=estimate)
+def _narrowed(offsets: OffsetRange, pushed: Pushdown, client: GatewayClient, options: ReadOptions) -> list[OffsetRange]:
+    """``offsets`` under the pushed filters: the pieces ``pushdown.narrow_pieces`` keeps (timestamps skip
+    segments, mid-partition too), each with its share of the estimated bytes. Under read_committed
+    with an unknown stable end, one piece (the partition is read as one slice: rule 4)."""
+    whole = options.read_committed and offsets.stable_end is None
+    pieces = narrow_pieces(pushed, client, offsets.topic, offsets.partition, offsets.start, offsets.end, ordered=options.timestamps_ordered, whole=whole)
+    if pieces == [(offsets.start, offsets.end)]:
+        return [offsets]
+    if not pieces:  # nothing matches: an empty range keeps the partition in the plan's offsets
+        return [dataclasses.replace(offsets, start=offsets.start, end=offsets.start, estimated_bytes=0)]
+    return [
+        dataclasses.replace(offsets, start=start, end=end, estimated_bytes=offsets.estimated_bytes * (end - start) // offsets.count)
+        for start, end in pieces
+    ]
 
 
 # -- rule 2: how many Spark partitions -------------------------------------------------------------
@@ -343,8 +274,13 @@ def plan_bytes(total_bytes: int, partitions: int) -> int:
 # -- rule 3: plans -------------------------------------------------------------------------------------
 
 
-def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, fail_on_data_loss: bool, warnings: list[str]) -> list[RangeUnit]:
-    """The planned ranges covering [offsets.start, offsets.end), from successive plans."""
+def collect_units(
+    client: GatewayClient, offsets: OffsetRange, max_bytes: int, fail_on_data_loss: bool, warnings: list[str], on_gap: GapHandler | None = None
+) -> list[RangeUnit]:
+    """The planned ranges covering [offsets.start, offsets.end), from successive plans. ``on_gap(offsets,
+    first, last, reason)`` True: another tier reads the gap ``first..last`` (hybrid modes), not an
+    error; asked for a recorded gap and for offsets remote retention removed since the read was
+    resolved."""
     topic, partition, end = offsets.topic, offsets.partition, offsets.end
     name = f"{topic}-{partition}"
     units: list[RangeUnit] = []
@@ -353,6 +289,10 @@ def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, f
         try:
             plan = client.plan(topic, partition, offset, max_bytes)
         except OffsetNotRemoteError as err:
+            upto = end if err.earliest is None else min(err.earliest, end)  # remote retention moved past the offset (or removed all)
+            if (err.latest is None or not err.past_the_end) and on_gap is not None and on_gap(offsets, offset, upto - 1, "no longer in remote storage: retention meanwhile"):
+                offset = upto  # another tier reads them (hybrid modes)
+                continue
             if err.past_the_end:
                 raise OffsetNotRemoteError(
                     f"{name}: remote storage ends at offset {err.latest} while the read asks up to {end - 1} (deleted meanwhile?): {err}",
@@ -375,7 +315,9 @@ def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, f
         if gap is not None:
             gap_end, reason = gap.end_offset, gap.reason
             message = f"{name}: remote storage lacks offsets {offset}..{gap_end} ({reason})"
-            if fail_on_data_loss:
+            if on_gap is not None and on_gap(offsets, offset, gap_end, reason):
+                pass  # another tier reads the gap
+            elif fail_on_data_loss:
                 raise RemoteGapError(
                     f"{message}; set failOnDataLoss=false to skip it",
                     topic=topic,
@@ -384,7 +326,8 @@ def collect_units(client: GatewayClient, offsets: OffsetRange, max_bytes: int, f
                     end_offset=gap_end,
                     reason=reason,
                 )
-            _warn(warnings, f"{message}; skipped (failOnDataLoss=false)")
+            else:
+                _warn(warnings, f"{message}; skipped (failOnDataLoss=false)")
         for planned in plan.ranges:
             if planned.first_offset >= end:
                 break
@@ -426,22 +369,11 @@ def make_tasks(units: Sequence[RangeUnit], n: int, options: ReadOptions) -> list
     for index, (a, b) in enumerate(balance([sum(u.size for u in atom) for atom in atoms], n)):
         slices = []
         members_of_task = [u for atom in atoms[a:b] for u in atom]
-        for (_t, _p), group in itertools.groupby(members_of_task, key=lambda u: (u.offsets.topic, u.offsets.partition)):
+        for _piece, group in itertools.groupby(members_of_task, key=lambda u: (u.offsets.topic, u.offsets.partition, u.offsets.start)):  # a partition may be read in pieces (_narrowed)
             members = list(group)
             r = members[0].offsets
             slices.append(Slice(r.topic, r.partition, r.start, r.end, tuple((u.object_key, u.planned) for u in members), r.stable_end))
-        tasks.append(
-            ReadTask(
-                index=index,
-                gateway_url=options.gateway_url,
-                cluster=options.cluster,
-                token=options.token,
-                include_headers=options.include_headers,
-                include_control_records=options.include_control_records,
-                slices=tuple(slices),
-                read_committed=options.read_committed,
-            )
-        )
+        tasks.append(ReadTask.of(options, index, tuple(slices)))
     return tasks
 
 

@@ -30,25 +30,42 @@ Rules:
    offsets-for-timestamp, Kafka's ``ListOffsets`` rule over the registry's per-segment max
    timestamps and the batch indexes; Spark's Kafka source does the same for
    ``startingTimestamp``): every record before it is older by definition. No remote record at or
-   after the lower bound (offsets-for-timestamp answers none): nothing is read there.
-   The end is *not* cut by default: Kafka timestamps are not monotonic within a partition
-   (CreateTime is the producer's clock), so a record after the first one newer than the upper
-   bound may still match, and no metadata bounds where the last match is. The registry's
-   ``max_timestamp`` is exact but only says where matches *start*; its ``min_timestamp`` is the
-   smallest batch *base* timestamp (``agent.local_segments.SegmentStats``), not a bound: a
-   later record of a batch may carry a smaller CreateTime, so pruning segments by
-   [min, max] ∩ [lower, upper] could drop a match. A timestamp-range query thus reads from its
-   lower bound to the end of the offsets asked, unless the read sets
-   ``tiered.timestampsOrdered=true``, the caller's statement that timestamps never decrease
-   within a partition (LogAppendTime topics; producers stamping in order): the end is then the
-   first offset whose timestamp is > the upper bound, as Spark's Kafka source takes
-   ``endingTimestamp``. Spark still applies the filter, so an over-read costs bytes, never rows;
-   a wrong statement loses the out-of-order records past that end.
+   after the lower bound (offsets-for-timestamp answers none): nothing is read there. The cut is
+   kept only when the time-ranges answer (asked after it) shows registered segments from the
+   read's start on (its ``earliest_offset`` <= start; retention only raises it): otherwise
+   (offsets deleted since they were resolved, a partition known only from an S3 listing) the read
+   starts where it was resolved and meets the out-of-range / failOnDataLoss path, logged. A lower
+   bound before 1970 cuts nothing (Kafka's ListOffsets sees no record stamped below 0; a stamp
+   below -1 is a real one: ``tiered_kafka_agent.local_segments.MinTimestamp``).
+5. **Timestamps skip segments, mid-partition too** (:func:`narrow_pieces`). Kafka timestamps are not
+   monotonic within a partition (CreateTime is the producer's clock), so the first record newer
+   than the upper bound says nothing of where the last match is. The segments do: the agent
+   records each segment's exact smallest and largest record timestamps, and the gateway's
+   time-ranges endpoint (``tiered_kafka_gateway.routes.time_ranges``) answers the spans of
+   segments *proven* to hold no match (their [min, max] misses [lower, upper]). Decision: the
+   read is [start, end) minus those spans, one slice per piece left, never an intersection with
+   what the gateway says is there: an offset the answer says nothing of (deleted by retention
+   since the offsets were resolved, a recorded gap, past the last segment) is read and meets the
+   error an unpruned read meets. A segment whose minimum is not exact (registered before the
+   agent recorded it exactly, or known only from an S3 listing) is not pruned by its minimum, so
+   the read is never unsound, only larger (the endpoint lists them; they are logged).
+   Under read_committed with an unknown remote last stable offset, a partition is read as one
+   slice (``planning`` rule 4), so the read is the hull of the pieces (first to last). With the
+   stable end known, pieces are read apart; a piece's transactions are decided by the markers
+   read past its end (``reading``: the executor reads on to the markers), so a marker in a pruned
+   segment still decides the records of a kept one (integration test).
+6. **``tiered.timestampsOrdered=true``** is the caller's statement that timestamps never decrease
+   within a partition (LogAppendTime topics; producers stamping in order): the end is then also
+   cut at the first offset whose timestamp is > the upper bound, as Spark's Kafka source takes
+   ``endingTimestamp`` (finer than segments, at batch level). Spark still applies the filter, so an
+   over-read costs bytes, never rows; a wrong statement loses the out-of-order records past that
+   end.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +73,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tiered_kafka.gateway_client import GatewayClient
 
+log = logging.getLogger(__name__)
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _MICROSECOND = _dt.timedelta(microseconds=1)
 
@@ -231,16 +249,72 @@ def described(pushed: Pushdown) -> Iterable[str]:
 
 def narrow(pushed: Pushdown, client: GatewayClient, topic: str, partition: int, start: int, end: int, *, ordered: bool = False) -> tuple[int, int]:
     """A partition's [start, end) to read under ``pushed`` (rules 2 and 4); start >= end: nothing.
-    Asks the gateway's offsets-for-timestamp for a lower timestamp bound and, when ``ordered``
-    (``tiered.timestampsOrdered``), for one past the upper bound."""
+    Asks the gateway's offsets-for-timestamp for a lower timestamp bound (one at or after 1970:
+    Kafka's rule sees no record stamped before, rule 4) and, when ``ordered``
+    (``tiered.timestampsOrdered``), for one past the upper bound. The start cut is proven only
+    over the segments the gateway had: :func:`narrow_pieces` checks it."""
     if not pushed.keeps(topic, partition) or pushed.timestamps_empty:
         return start, start
     start, end = pushed.offsets(start, end)
-    if start < end and pushed.timestamp_min is not None:
+    if start < end and pushed.timestamp_min is not None and pushed.timestamp_min >= 0:
         first = client.offset_for_timestamp(topic, partition, pushed.timestamp_min)
         start = end if first is None else max(start, first)  # None: no remote record at or after the lower bound
-    if start < end and ordered and pushed.timestamp_max is not None:
+    if start < end and ordered and pushed.timestamp_max is not None and pushed.timestamp_max >= -1:
         after = client.offset_for_timestamp(topic, partition, pushed.timestamp_max + 1)
         if after is not None:
             end = min(end, after)
     return start, max(start, end)
+
+
+MIN_TIMESTAMP = -(2**63)
+MAX_TIMESTAMP = 2**63 - 1
+
+
+def narrow_pieces(
+    pushed: Pushdown, client: GatewayClient, topic: str, partition: int, start: int, end: int, *, ordered: bool = False, whole: bool = False
+) -> list[tuple[int, int]]:
+    """The [start, end) pieces of a partition to read under ``pushed`` (rules 2, 4, 5 and 6), in
+    offset order, none empty; ``whole``: at most one piece, the hull (rule 5, read_committed).
+    The pieces are [start, end) minus what is *proven* to hold no match: offsets before the start
+    cut (when the time-ranges answer shows it was computed over every segment from ``start`` on)
+    and the pruned spans; every other offset is read, and meets the errors an unpruned read meets."""
+    if not pushed.keeps(topic, partition) or pushed.timestamps_empty:
+        return []
+    start, end = pushed.offsets(start, end)
+    if start >= end:
+        return []
+    if pushed.timestamp_min is None and pushed.timestamp_max is None:
+        return [(start, end)]
+    cut_start, cut_end = narrow(pushed, client, topic, partition, start, end, ordered=ordered)
+    low = MIN_TIMESTAMP if pushed.timestamp_min is None else pushed.timestamp_min
+    high = MAX_TIMESTAMP if pushed.timestamp_max is None else pushed.timestamp_max
+    pruned, inexact, earliest = client.time_ranges(topic, partition, low, high)
+    if cut_start > start and (earliest is None or earliest > start):
+        log.warning(
+            "tiered-kafka: %s-%d: the start cut to %d is not proven (remote data now begins at %s, the read at %d): reading from %d",
+            topic, partition, cut_start, earliest, start, start,
+        )  # fmt: skip
+        cut_start = start  # offsets deleted since they were resolved, or a partition known only from a listing: read, not skipped
+    if inexact:
+        log.info("tiered-kafka: %s-%d: %d segment(s) kept without an exact minimum timestamp (registered before it was recorded)", topic, partition, len(inexact))
+    pieces = subtract(cut_start, cut_end, pruned)
+    if whole and pieces:
+        return [(pieces[0][0], pieces[-1][1])]
+    return pieces
+
+
+def subtract(start: int, end: int, spans: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """[start, end) minus ``spans`` ((first, last inclusive, bytes), in offset order): the pieces left, none empty."""
+    pieces: list[tuple[int, int]] = []
+    cursor = start
+    for first, last, _size in spans:
+        if first >= end:
+            break
+        if last < cursor:
+            continue
+        if first > cursor:
+            pieces.append((cursor, first))
+        cursor = last + 1
+    if cursor < end:
+        pieces.append((cursor, end))
+    return pieces

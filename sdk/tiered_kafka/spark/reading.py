@@ -86,7 +86,15 @@ def task_gets(task: ReadTask, get_bytes: int = GET_BYTES) -> list[tuple[Slice, s
 
 
 def read_task(task: ReadTask, *, client: GatewayClient | None = None) -> Iterator[pa.RecordBatch]:
-    """The records of ``task`` as Arrow record batches, in slice order, offsets ascending."""
+    """The records of ``task`` as Arrow record batches, in slice order, offsets ascending (then its
+    Kafka slices, hybrid modes: ``kafka_reading``)."""
+    if task.kafka_slices:
+        from tiered_kafka.spark.kafka_reading import read_kafka_slice
+
+        for kafka_slice in task.kafka_slices:
+            yield from read_kafka_slice(task, kafka_slice)
+    if not task.slices:
+        return
     gateway = shared_client(task.gateway_url, task.cluster, task.token) if client is None else client
     work = task_gets(task)
     with ThreadPoolExecutor(PREFETCH, thread_name_prefix="tiered-kafka-fetch") as pool:

@@ -15,7 +15,7 @@ Where a stream starts (``initial_offsets``, on the first micro-batch of a new ch
 resolved as a batch read resolves them (``planning.resolve_partition``). A partition with no
 remote data yet is left out: it starts at earliest once it has some.
 
-Where it may read to (``latest_offsets``): remote storage's end per partition, from the gateway's
+Where it may read to (``latest_offsets``; the hybrid modes: Kafka's end, ``hybrid_planning``): remote storage's end per partition, from the gateway's
 partition info (``remote.latest_offset + 1``); under ``kafka.isolation.level=read_committed`` the
 remote last stable offset (a stream never reads past an undecided transaction, as a Kafka
 read_committed consumer stops at the LSO; an unknown LSO is an error, never a guess). New segments
@@ -26,6 +26,13 @@ new topics matching ``subscribePattern``) join, starting at remote storage's ear
 Limits (``rate_limit``, Kafka's ``rateLimit``): ``maxOffsetsPerTrigger`` is split over the
 partitions proportionally to the offsets each has available; a partition whose share is below 1
 gets 1 (Kafka: "don't completely starve small partitions"), others the floor of their share.
+
+Gateway calls (a decision, to keep a micro-batch's fixed cost low): each listing (``topics`` and
+every partition's extent) serves one offset decision and the micro-batch planned right after it
+(``plan_micro_batch`` takes the extents ``latest_offsets`` listed in the same trigger, then drops
+them), and a new query's ``prepareForTriggerAvailableNow`` and ``initialOffset`` share one
+listing: one snapshot of remote storage, so an AvailableNow query's start and target agree.
+``latest_offsets`` itself always lists anew (a stream must see new segments).
 
 A micro-batch [start, end) (``plan_micro_batch``) is planned exactly as a batch read of those
 offsets (``planning.plan_tasks``: plans split by bytes, a batch never split, gaps and retention
@@ -44,6 +51,7 @@ from typing import Any
 
 from tiered_kafka.errors import ConfigError, RemoteReadError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.modes import Mode
 from tiered_kafka.spark.options import LATEST, Latest, OptionError, ReadOptions, SpecificOffsets, TopicPartition, parse_options, positive_int_option
 from tiered_kafka.spark.planning import OffsetRange, ReadTask, _check_named_topics, _parallel, _warn, plan_tasks, resolve_partition
 
@@ -178,20 +186,30 @@ class StreamPlanner:
         self.options = options
         self.client = client
         self.warnings: list[str] = []
+        self._listing: tuple[dict[str, list[int]], dict[TopicPartition, PartitionExtent]] | None = None  # (topics, extents): the last listing
 
-    def extents(self, *, strict: bool) -> dict[TopicPartition, PartitionExtent]:
-        """Remote extents of the partitions read (``strict``: unknown topics or partitions are errors)."""
-        available = self.client.topics()
+    def extents(self, *, strict: bool, reuse: bool = False) -> dict[TopicPartition, PartitionExtent]:
+        """Remote extents of the partitions read (``strict``: unknown topics or partitions are errors),
+        from the gateway, or with ``reuse`` from the last listing not yet used by a micro-batch
+        (module doc: "Gateway calls")."""
         read = self.options.read
+        available, known = self._listing if reuse and self._listing is not None else (self.client.topics(), {})
         if strict:
             _check_named_topics(read, self.client, available)
         partitions = read.topic_partitions(available, strict=strict)
-        return dict(zip(partitions, _parallel(lambda tp: self.client.partition(*tp), partitions), strict=True))
+        missing = [tp for tp in partitions if tp not in known]
+        known = {**known, **dict(zip(missing, _parallel(lambda tp: self.client.partition(*tp), missing), strict=True))}
+        self._listing = (available, known)
+        return {tp: known[tp] for tp in partitions}
 
     def initial_offsets(self) -> PartitionOffsets:
         """Where a new stream starts (module doc)."""
         read = self.options.read
-        extents = self.extents(strict=True)
+        if read.mode is not Mode.REMOTE_ONLY:
+            from tiered_kafka.spark import hybrid_planning  # the hybrid modes only: a REMOTE_ONLY stream's runner skips its imports
+
+            return hybrid_planning.initial_offsets(read, self.client, self.warnings)
+        extents = self.extents(strict=True, reuse=True)
         out: PartitionOffsets = {}
         for tp, extent in extents.items():
             end = stream_end(extent, tp, read.read_committed)
@@ -202,11 +220,16 @@ class StreamPlanner:
             out[tp] = end if latest else resolved.start
         return out
 
-    def latest_offsets(self, start: Mapping[TopicPartition, int]) -> tuple[PartitionOffsets, PartitionOffsets]:
-        """(how far each partition may be read now, earliest offsets of the partitions new to ``start``)."""
+    def latest_offsets(self, start: Mapping[TopicPartition, int], *, reuse: bool = False) -> tuple[PartitionOffsets, PartitionOffsets]:
+        """(how far each partition may be read now, earliest offsets of the partitions new to ``start``);
+        ``reuse``: as :meth:`extents`."""
+        if self.options.read.mode is not Mode.REMOTE_ONLY:  # Kafka's end: history from remote storage, then live Kafka
+            from tiered_kafka.spark import hybrid_planning
+
+            return hybrid_planning.latest_offsets(self.options.read, self.client, start)
         latest: PartitionOffsets = dict(start)
         earliest: PartitionOffsets = {}
-        for tp, extent in self.extents(strict=False).items():
+        for tp, extent in self.extents(strict=False, reuse=reuse).items():
             end = stream_end(extent, tp, self.options.read.read_committed)
             if end is None:
                 continue
@@ -222,7 +245,14 @@ class StreamPlanner:
         lost = sorted(set(start) - set(end))
         if lost:
             self._data_loss(f"partition(s) {', '.join(f'{t}-{p}' for t, p in lost)} are gone from the stream; some data may have been missed")
-        extents = dict(zip(list(end), _parallel(lambda tp: self.client.partition(*tp), list(end)), strict=True))
+        if read.mode is not Mode.REMOTE_ONLY:
+            from tiered_kafka.spark import hybrid_planning
+
+            return hybrid_planning.plan_micro_batch(read, self.client, start, end, self.warnings, self._data_loss)
+        listed = {} if self._listing is None else self._listing[1]
+        self._listing = None  # one listing serves the micro-batch planned right after it, no later one
+        missing = [tp for tp in end if tp not in listed]
+        extents = {**listed, **dict(zip(missing, _parallel(lambda tp: self.client.partition(*tp), missing), strict=True))}
         ranges: list[OffsetRange] = []
         for tp, last in sorted(end.items()):
             remote = extents[tp].remote

@@ -11,9 +11,10 @@
 
 The options and their meaning are Spark's Kafka source's for streaming queries
 (``KafkaSourceProvider``, ``KafkaMicroBatchStream``); the schema is the batch source's
-(``arrow``). What differs is where data comes from: remote storage only (``tiered.mode`` may only
-be ``REMOTE_ONLY`` for now), so the stream's "latest" is remote storage's end and the stream moves
-as the agent uploads segments (``stream_planning`` module doc: offsets, limits, data loss).
+(``arrow``). What differs is where data comes from: in REMOTE_ONLY (the default) remote storage only,
+so the stream's "latest" is remote storage's end and the stream moves as the agent uploads
+segments; in REMOTE_PREFERRED / KAFKA_PREFERRED "latest" is Kafka's end and Kafka serves what
+remote storage does not hold (``hybrid``: history from remote storage, then live records) (``stream_planning`` module doc: offsets, limits, data loss).
 
 PySpark 4.3's API (``pyspark.sql.datasource.DataSourceStreamReader``) and what is used of it:
 
@@ -54,7 +55,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka.spark.datasource import TieredKafkaInputPartition
 from tiered_kafka.spark.planning import client_for
-from tiered_kafka.spark.reading import read_task
 from tiered_kafka.spark.stream_planning import (
     PartitionOffsets,
     StreamOptions,
@@ -97,7 +97,7 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return offsets_to_json(self.planner.initial_offsets())
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self.planner.latest_offsets({})
+        self._available_now = self.planner.latest_offsets({}, reuse=True)  # initialOffset's listing, if it came first
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:
@@ -138,6 +138,8 @@ class TieredKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TieredKafkaInputPartition):
             return iter(())
+        from tiered_kafka.spark.reading import read_task  # executors only: the query's driver-side runner skips its imports
+
         return read_task(partition.task)
 
     def commit(self, end: dict) -> None:

@@ -159,13 +159,15 @@ def test_metrics_are_served_over_http(start_dev_broker, redis_server, s3_server,
 
 
 def test_a_segment_registered_by_another_leader_is_never_overwritten(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
-    """Another leader rolled earlier and registered 0..(b1-3); our first segment straddles it."""
+    """Another leader rolled earlier and registered 0..(a batch boundary before b1); our first segment straddles it."""
+    from tiered_kafka.format import batch_index
     from tiered_kafka.keyspace import Keyspace
     from tiered_kafka.registry import SegmentEntry
 
     _fill(start_dev_broker, tmp_path, "handover")
     directory = tmp_path / "logs" / "handover-0"
     rotated = rotated_bases(directory)
+    cut = batch_index.build((directory / f"{0:020d}.log").read_bytes(), 0).holding(rotated[1] - 2).base_offset  # replicas share batches
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
@@ -173,16 +175,20 @@ def test_a_segment_registered_by_another_leader_is_never_overwritten(start_dev_b
     s3_server.client().put_object(Bucket=s3_bucket, Key=theirs, Body=b"the other leader's segment")
     registry.register(
         SegmentEntry(
-            topic="handover", partition=0, base_offset=0, last_offset=rotated[1] - 3, object_key=theirs, size=26, record_count=rotated[1] - 2,
+            topic="handover", partition=0, base_offset=0, last_offset=cut - 1, object_key=theirs, size=26, record_count=cut,
             min_timestamp=0, max_timestamp=0, checksum="crc32c:00000000", leader_epoch=0, upload_time_ms=1, files=("log",),
         )
     )
     caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
     with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("handover", 0)] == [0, *rotated[1:]], what="the rest registered")
+        # our segment 0 has their key: its offsets past theirs go up as a tail segment of their own (two_leaders)
+        wait_for(lambda: [s.first_offset for s in registry.segments("handover", 0)] == [0, cut, *rotated[1:]], what="the rest registered")
     assert s3_server.client().get_object(Bucket=s3_bucket, Key=theirs)["Body"].read() == b"the other leader's segment"
-    assert [(g.start_offset, g.end_offset) for g in registry.gaps("handover", 0)] == [(rotated[1] - 2, rotated[1] - 1)]
-    assert "another leader" in registry.gaps("handover", 0)[0].reason
+    assert registry.gaps("handover", 0) == []
+    tail = registry.find("handover", 0, cut)
+    assert tail is not None and 0 < tail.base_offset == tail.first_offset == cut and tail.last_offset == rotated[1] - 1
+    body = s3_server.client().get_object(Bucket=s3_bucket, Key=tail.object_key)["Body"].read()
+    assert body == (directory / f"{0:020d}.log").read_bytes()[-tail.size :]  # the batches from cut
 
 
 def test_a_time_index_ending_in_a_zero_entry_does_not_stall(redis_server, s3_server, s3_bucket, tmp_path) -> None:

@@ -79,7 +79,7 @@ WORKER_THREADS = 40
 def _kafka_calls(http: httpx.Client, cluster: str) -> int:
     """The gateway's own count of calls that entered its Kafka pool (``/metrics``, an async route)."""
     text = http.get("/metrics").text
-    found = re.search(rf'^tiered_kafka_gateway_kafka_proxy_calls{{cluster="{re.escape(cluster)}"}} (\S+)$', text, re.MULTILINE)
+    found = re.search(rf'^tiered_kafka_gateway_kafka_proxy_calls_total{{cluster="{re.escape(cluster)}"}} (\S+)$', text, re.MULTILINE)
     return int(float(found.group(1))) if found else 0
 
 

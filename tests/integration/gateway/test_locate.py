@@ -119,7 +119,7 @@ def test_metrics_report_latency_caches_presigns_and_kafka_use(served) -> None:
     assert client.get(base).status_code == 200  # asks Kafka for its watermarks
     body = client.get("/metrics").text
     assert 'tiered_kafka_gateway_request_seconds_count{route="/v1/clusters/{cluster}/topics/{topic}/partitions/{partition}/plan",status="200"} 3.0' in body
-    assert f'tiered_kafka_gateway_presigned_urls{{cluster="{settings.cluster}"}}' in body
+    assert f'tiered_kafka_gateway_presigned_urls_total{{cluster="{settings.cluster}"}}' in body
     assert f'tiered_kafka_gateway_cache_hit_ratio{{cache="index",cluster="{settings.cluster}"}}' in body
-    kafka_line = next(line for line in body.splitlines() if line.startswith("tiered_kafka_gateway_kafka_proxy_calls{"))
+    kafka_line = next(line for line in body.splitlines() if line.startswith("tiered_kafka_gateway_kafka_proxy_calls_total{"))
     assert float(kafka_line.rsplit(" ", 1)[1]) >= 1

@@ -26,6 +26,7 @@ from tests.support.gateway_env import gateway_client, pinterest_bucket, uploaded
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.format.record_batch import iter_batches
+from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_gateway import s3_listing
@@ -91,6 +92,31 @@ def test_a_pinterest_layout_bucket_for_a_topic_kafka_never_had_is_listed_and_ser
         code, printed, stderr = cat(url, cluster, "history_only")
     assert code == 0, stderr
     assert [(r["offset"], r["value"]) for r in printed] == expected  # every record, once, in order
+
+
+def test_a_listed_segment_above_offset_wm_is_an_upload_in_flight_and_not_served(redis_server, s3_server, s3_bucket) -> None:
+    """A ``.log`` whose ``offset.wm`` has not moved past it may still lack its indexes: listing
+    serves only committed segments, never a 502 for the missing ``.index`` of an upload in flight."""
+    cluster = "inFlight"
+    keyspace = Keyspace("p", cluster, 0)
+    last = pinterest_bucket(s3_server, s3_bucket, keyspace, "growing", segments=2)
+    names = sorted(MANIFEST["test_topic_a-0"])
+    third = int(names[2][:20])
+    s3_server.client().put_object(  # the next segment's .log, its indexes and offset.wm not yet written
+        Bucket=s3_bucket, Key=keyspace.segment_key("growing", 0, third, FileKind.LOG), Body=(FIXTURES / "test_topic_a-0" / names[2]).read_bytes()
+    )
+    settings = agent_settings(FIXTURES, redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "p", "entropy_bits": 0})
+    client = gateway_client(settings, s3_server, None)
+    base = f"/v1/clusters/{cluster}/topics/growing/partitions/0"
+
+    detail = client.get(base).json()
+    assert (detail["remote"]["earliest_offset"], detail["remote"]["latest_offset"], detail["remote"]["segment_count"]) == (0, last, 2)
+    beyond = client.get(f"{base}/plan", params={"offset": last + 1})
+    assert beyond.status_code == 416 and beyond.json()["error"]["code"] == "offset_not_in_remote_storage", beyond.text
+
+    s3_server.client().delete_object(Bucket=s3_bucket, Key=keyspace.offset_wm_key("growing", 0))
+    cleared = gateway_client(settings, s3_server)  # a new app: a fresh listing cache
+    assert cleared.get(base).status_code == 404  # nothing committed: no segment is served, none is lost
 
 
 def test_a_registered_topic_deleted_from_kafka_is_listed_and_served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:

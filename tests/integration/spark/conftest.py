@@ -9,7 +9,9 @@ i = o * EVENTS_PARTITIONS + p.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +49,30 @@ def spark() -> Iterator[Any]:
 def read_options(stack: TieredStack, **options: Any) -> dict[str, str]:
     """The data source's options for ``stack`` plus ``options`` (values turned into strings)."""
     return {"tiered.gateway.url": stack.gateway_url, "tiered.cluster": stack.cluster, **{k: str(v) for k, v in options.items()}}
+
+
+def start_parquet_stream(spark: Any, options: dict[str, Any], out: Path, checkpoint: Path, **trigger: Any) -> Any:
+    """A stream with exactly ``options`` into Parquet at ``out``, on ``trigger`` (``DataStreamWriter.trigger``'s
+    keywords; none: a 500 ms processing-time trigger); the started query."""
+    return (
+        spark.readStream.format("tiered-kafka")
+        .options(**options)
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**(trigger or {"processingTime": "500 milliseconds"}))
+        .start()
+    )
+
+
+def stream_reached(query: Any, ends: dict[str, dict[str, int]]) -> bool:
+    """Whether the query's last micro-batch ended exactly at ``ends`` (Kafka's offset JSON: topic -> partition
+    text -> offset); raises the query's exception when it failed."""
+    if query.exception() is not None:
+        raise query.exception()
+    progress = query.lastProgress
+    return progress is not None and json.loads(progress["sources"][0]["endOffset"] or "{}") == ends
 
 
 Expected = dict[int, tuple[bytes | None, bytes | None, int, int, list[tuple[str, bytes | None]]]]

@@ -171,7 +171,7 @@ def test_timestamp_options(spark: Any, stack: TieredStack, expected: dict[int, d
 
 def presigned_urls(gateway_url: str) -> int:
     text = urllib.request.urlopen(f"{gateway_url}/metrics", timeout=10).read().decode()
-    return sum(int(float(m)) for m in re.findall(r"^tiered_kafka_gateway_presigned_urls\{[^}]*\} ([0-9.e+]+)$", text, re.M))
+    return sum(int(float(m)) for m in re.findall(r"^tiered_kafka_gateway_presigned_urls_total\{[^}]*\} ([0-9.e+]+)$", text, re.M))
 
 
 def test_expired_presigned_urls_are_replanned(spark: Any, stack: TieredStack, s3_server: Any, expected: dict[int, dict[int, Any]]) -> None:

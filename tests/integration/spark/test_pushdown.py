@@ -1,6 +1,7 @@
 """Filter pushdown of the ``tiered-kafka`` batch source on Spark local[2] against the real stack:
 rows equal the unfiltered read filtered in Python, and the bytes planned (each planned range is one
-GET of exactly its bytes, ``reading`` module doc) lie in the segments holding matching records.
+GET of exactly its bytes, ``reading`` module doc) lie in the segments holding matching records:
+segments are skipped by their exact [min, max] record timestamps, mid-partition too.
 
 The topic ``pushdown`` has 2 partitions of WINDOWS time windows, an hour apart, of PER_WINDOW
 records each (timestamps set explicitly), in 16 kB segments, so each window spans a few segments.
@@ -125,6 +126,34 @@ def test_timestamp_filter_reads_from_the_first_match_and_keeps_out_of_order_reco
         total = sum(s.size for s in segments if s.partition == p)
         from_first_match = sum(s.size for s in segments if s.partition == p and max(s.timestamps) >= low)
         assert 0 < fetched[p] <= from_first_match < total  # window 0's segments are never fetched
+        # the segments of windows 2 and 3 are skipped too (exact per-segment [min, max]); on
+        # partition 1 the segment of window 4 holding the late record is read, so it is found
+        assert fetched[p] <= matching_bytes(segments, p, low, high) < from_first_match
+
+
+def test_a_middle_window_reads_only_its_segments_by_default(spark: Any, stack: TieredStack, segments: list[Segment], everything: list[tuple[Any, ...]]) -> None:
+    """Without ``tiered.timestampsOrdered``: the segments after the window are skipped by their
+    exact [min, max] record timestamps (registry), mid-partition; bytes fetched stay within the
+    segments holding a record of the window (plus, on partition 1, the one whose late record
+    makes its [min, max] span the window)."""
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    entries = [e for p in range(PARTITIONS) for e in stack.registry.segments(TOPIC, p)]
+    assert all(e.min_timestamp_exact for e in entries)
+    assert any(e.min_timestamp == LATE_TIMESTAMP for e in entries)  # the late record's segment (its batch's base is later)
+    start, end = window_bounds(2)
+    low, high = BASE_MS + 2 * HOUR_MS, BASE_MS + 3 * HOUR_MS - 1
+    df = load(spark, stack).where((F.col("timestamp") >= F.lit(start)) & (F.col("timestamp") < F.lit(end)))
+    assert rows(df) == [r for r in everything if low <= r[4] <= high]
+
+    tasks, fetched = planned(stack, [GreaterThanOrEqual(("timestamp",), start), LessThan(("timestamp",), end)])
+    assert df.rdd.getNumPartitions() == tasks
+    late = sum(s.size for s in segments if LATE_TIMESTAMP in s.timestamps and not any(low <= t <= high for t in s.timestamps))
+    assert late > 0
+    for p in range(PARTITIONS):
+        matching = matching_bytes(segments, p, low, high)
+        after = sum(s.size for s in segments if s.partition == p and max(s.timestamps) >= low)
+        assert matching // 3 <= fetched[p] <= matching + (late if p == 1 else 0) < after
 
 
 def test_ordered_timestamps_read_only_the_matching_segments(spark: Any, stack: TieredStack, segments: list[Segment], everything: list[tuple[Any, ...]]) -> None:
@@ -173,6 +202,81 @@ def test_without_the_pushdown_setting_the_read_is_whole_and_correct(spark: Any, 
         assert df.rdd.getNumPartitions() == load(spark, stack).rdd.getNumPartitions()
     finally:
         spark.conf.set(key, "true")
+
+
+TXN_TOPIC = "pushdown_txn"
+
+
+@pytest.fixture(scope="module")
+def txn_segments(stack: TieredStack) -> list[tuple[Segment, tuple[int, ...]]]:
+    """``pushdown_txn``-0: window-1 records, two transactions of window-1 records (one committed,
+    one aborted) whose markers are written after segments of window-3 records (so they lie in
+    segments a window-1 query prunes), more window-3 records, late window-1 records, then window 5
+    to roll the rest into remote storage. Markers are stamped now, after every window."""
+    import uuid
+
+    create_tiered_topic(stack, TXN_TOPIC, 1, segment_bytes=16_000)
+    plain = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 5, "batch.size": 8_000})
+
+    def produce(producer: Producer, name: str, window: int, count: int) -> None:
+        for i in range(count):
+            producer.produce(TXN_TOPIC, value=f"{name}-{i}".encode() * 60, key=f"{name}-{i}".encode(), partition=0, timestamp=BASE_MS + window * HOUR_MS + i)
+        assert producer.flush(60) == 0
+
+    committing, aborting = (
+        Producer({"bootstrap.servers": stack.bootstrap, "transactional.id": f"pd-{name}-{uuid.uuid4().hex[:6]}", "linger.ms": 5})
+        for name in ("commit", "abort")
+    )  # fmt: skip
+    produce(plain, "plain", 1, 20)
+    for producer, name in ((committing, "commit"), (aborting, "abort")):
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        produce(producer, name, 1, 20)
+    produce(plain, "middle", 3, 60)
+    committing.commit_transaction(30)
+    aborting.abort_transaction(30)
+    produce(plain, "after", 3, 60)
+    produce(plain, "late", 1, 10)
+    produce(plain, "roll", 5, 60)
+    stack.wait_uploaded(TXN_TOPIC)
+    out = []
+    for entry in stack.registry.segments(TXN_TOPIC, 0):
+        data = (stack.log_dir / f"{TXN_TOPIC}-0" / f"{entry.base_offset:020d}.log").read_bytes()
+        batches = list(iter_batches(data))
+        stamps = tuple(r.timestamp for b in batches if not b.is_control for r in b)
+        out.append((Segment(0, entry.base_offset, entry.last_offset, entry.size, stamps), tuple(b.base_offset for b in batches if b.is_control)))
+    return out
+
+
+def test_read_committed_across_pruned_segments_equals_the_unpruned_read(spark: Any, stack: TieredStack, txn_segments: list[tuple[Segment, tuple[int, ...]]]) -> None:
+    """A window-1 query under read_committed, the remote stable end known: the partition is read in
+    pieces (segments of window 3 between them pruned, the markers in them); the committed
+    transaction's records are rows, the aborted one's are not, as in the unpruned read."""
+    from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
+
+    committed = {"kafka.isolation.level": "read_committed"}
+    start, end = window_bounds(1)
+    low, high = BASE_MS + HOUR_MS, BASE_MS + 2 * HOUR_MS - 1
+    unpruned = rows(spark.read.format("tiered-kafka").options(**read_options(stack, subscribe=TXN_TOPIC, **committed)).load())
+    expected = [r for r in unpruned if low <= r[4] <= high]
+    keys = {r[2].decode().split("-")[0] for r in expected}
+    assert keys == {"plain", "commit", "late"} and sum(r[2].startswith(b"commit") for r in expected) == 20
+
+    df = spark.read.format("tiered-kafka").options(**read_options(stack, subscribe=TXN_TOPIC, **committed)).load()
+    df = df.where((F.col("timestamp") >= F.lit(start)) & (F.col("timestamp") < F.lit(end)))
+    assert rows(df) == expected
+
+    reader = TieredKafkaPushdownReader(parse_options(read_options(stack, subscribe=TXN_TOPIC, **committed)))
+    list(reader.pushFilters([GreaterThanOrEqual(("timestamp",), start), LessThan(("timestamp",), end)]))
+    slices = [piece for p in reader.partitions() for piece in p.task.slices]  # type: ignore[attr-defined]
+    assert all(piece.stable_end is not None for piece in slices)  # known: pieces are read apart, not as the hull
+    assert len({piece.start for piece in slices}) >= 2
+    markers = [(segment, offset) for segment, offsets in txn_segments for offset in offsets]
+    assert len(markers) == 2 and all(not any(low <= t <= high for t in segment.timestamps) for segment, _ in markers)
+    for segment, offset in markers:  # both markers lie in pruned segments, after a piece holding their transaction's records
+        assert not any(piece.start <= segment.last_offset and segment.base_offset < piece.end for piece in slices), (segment, offset)
+    commit_offsets = [r[1] for r in expected if r[2].startswith(b"commit")]
+    assert any(piece.start <= min(commit_offsets) and max(commit_offsets) < piece.end <= markers[0][1] for piece in slices)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.integration.spark.conftest import read_options
+from tests.integration.spark.conftest import read_options, start_parquet_stream, stream_reached
 from tests.support.agent_env import wait_for
 from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server
@@ -34,16 +34,7 @@ def run_available_now(spark: Any, stack: TieredStack, out: Path, checkpoint: Pat
 
 def available_now_into_parquet(spark: Any, options: dict[str, Any], out: Path, checkpoint: Path) -> Any:
     """One ``Trigger.AvailableNow`` run of a stream with exactly ``options`` into Parquet at ``out``."""
-    query = (
-        spark.readStream.format("tiered-kafka")
-        .options(**options)
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_parquet_stream(spark, options, out, checkpoint, availableNow=True)
     query.awaitTermination(120)
     assert not query.isActive, "the AvailableNow query did not finish"
     if query.exception() is not None:
@@ -152,7 +143,7 @@ def test_stream_option_errors(spark: Any, stack: TieredStack, stream_topic: str)
     reader = spark.readStream.format("tiered-kafka")
     with pytest.raises(Exception, match=r"option 'endingOffsets' is not valid in streaming queries"):
         reader.options(**read_options(stack, subscribe=stream_topic, endingOffsets="latest")).load().writeStream.format("noop").start().awaitTermination(60)
-    with pytest.raises(Exception, match=r"option 'tiered.mode': 'KAFKA_ONLY' is not supported by the tiered-kafka Spark source yet"):
+    with pytest.raises(Exception, match=r"option 'tiered.mode': 'KAFKA_ONLY' is not supported by the tiered-kafka Spark source: use Spark's format"):
         reader.options(**read_options(stack, subscribe=stream_topic, **{"tiered.mode": "KAFKA_ONLY"})).load()
 
 
@@ -164,23 +155,11 @@ def test_running_query_picks_up_new_uploads_and_new_partitions(spark: Any, stack
     stack.produce(first, 400, 1)
     stack.wait_uploaded(first, 1)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    query = (
-        spark.readStream.format("tiered-kafka")
-        .options(**read_options(stack, subscribePattern="stream-live-.*", startingOffsets="earliest"))
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    query = start_parquet_stream(spark, read_options(stack, subscribePattern="stream-live-.*", startingOffsets="earliest"), out, checkpoint)
     try:
 
         def caught_up(ends: dict[str, int]) -> bool:
-            if query.exception() is not None:
-                raise query.exception()
-            progress = query.lastProgress
-            return progress is not None and json.loads(progress["sources"][0]["endOffset"] or "{}") == {t: {"0": e} for t, e in ends.items()}
+            return stream_reached(query, {t: {"0": e} for t, e in ends.items()})
 
         ends = {first: remote_ends(stack, first, 1)[0]}
         wait_for(lambda: caught_up(ends), timeout_s=60, what="the first upload read")

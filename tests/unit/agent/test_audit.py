@@ -44,6 +44,10 @@ class _Segment:
     base_offset: int
     last_offset: int
 
+    @property
+    def first(self) -> int:  # SegmentEntry.first: the registered range starts here
+        return self.base_offset
+
 
 @dataclass
 class _Registry:

@@ -9,7 +9,7 @@ import pytest
 from tests.support.transactions import ABORTED_TXNS, write_transactional_log
 from tiered_kafka.errors import CorruptIndexError
 from tiered_kafka.format.segment_names import FileKind
-from tiered_kafka_agent.config import redact_url
+from tiered_kafka.registry import describe_url
 from tiered_kafka_agent.local_segments import list_segments, open_segment, read_stats, snapshot_ready
 
 
@@ -70,4 +70,4 @@ def test_a_corrupt_txnindex_is_refused(directory: Path) -> None:
     ],
 )
 def test_redis_urls_are_logged_without_their_password(url: str, shown: str) -> None:
-    assert redact_url(url) == shown
+    assert describe_url(url) == shown

@@ -18,8 +18,9 @@ SCHEMAS = json.loads((ROOT / "openapi" / "openapi.json").read_text())["component
 READS = {
     "topics": {"TopicList": ["topics"], "TopicPartitions": ["name", "partitions"]},
     "partition": {"RemoteExtent": ["earliest_offset", "latest_offset", "segment_count", "total_bytes", "last_stable_offset"], "KafkaExtent": ["log_start_offset", "high_watermark"], "PartitionDetail": ["remote", "kafka"]},
-    "plan": {"PlanResponse": ["segment", "ranges", "next_offset", "expires_at_ms", "gap", "last_stable_offset"], "SegmentRef": ["object_key", "base_offset", "last_offset"], "RangeOut": ["start", "end", "first_offset", "last_offset", "url", "range_header"], "GapOut": ["start_offset", "end_offset", "reason"]},
+    "plan": {"PlanResponse": ["segment", "ranges", "next_offset", "expires_at_ms", "gap", "last_stable_offset"], "SegmentRef": ["object_key", "base_offset", "last_offset"], "RangeOut": ["start", "end", "first_offset", "last_offset", "url", "range_header", "transformed"], "GapOut": ["start_offset", "end_offset", "reason"]},
     "offset_for_timestamp": {"OffsetForTime": ["offset"]},
+    "_chunked_range": {"ChunkedRange": ["compression", "fetch_start", "fetch_end", "range_header", "chunk_sizes", "original_chunk_sizes", "original_start"]},
 }
 
 

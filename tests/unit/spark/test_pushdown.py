@@ -22,7 +22,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from tiered_kafka.spark.pushdown import Pushdown, epoch_micros, narrow, translate
+from tiered_kafka.spark.pushdown import Pushdown, epoch_micros, narrow, narrow_pieces, subtract, translate
 
 UTC = dt.UTC
 
@@ -183,3 +183,96 @@ def test_the_reader_has_push_filters_only_in_pysparks_pushdown_worker(monkeypatc
     f = GreaterThan(("timestamp",), at_ms(5))
     assert pushing.pushFilters([EqualTo(("partition",), 1), f]) == [f]
     assert pushing.pushed == Pushdown(partitions=frozenset({1}), timestamp_min=6)
+
+
+class Segments(Timestamps):
+    """Timestamps in segments of ``size`` offsets, and the gateway's time-ranges rule over them
+    (``routes.time_ranges``): a segment is pruned when its [min, max] misses the range, unless its
+    minimum is not exact (``inexact``: those segments' min is taken as their first record's).
+    Segments below ``deleted_below`` are gone (retention since the read's offsets were resolved):
+    neither offsets-for-timestamp nor time-ranges sees them."""
+
+    def __init__(self, timestamps: list[int], size: int, inexact: frozenset[int] = frozenset(), deleted_below: int = 0) -> None:
+        super().__init__(timestamps)
+        self.size = size
+        self.inexact = inexact
+        self.deleted_below = deleted_below
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        self.asked.append(timestamp_ms)
+        return next((o for o, t in enumerate(self.timestamps) if t >= timestamp_ms and o >= self.deleted_below), None)
+
+    def time_ranges(self, topic: str, partition: int, low: int, high: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], int | None]:
+        assert low <= high
+        pruned: list[tuple[int, int, int]] = []
+        inexact = []
+        bases = [b for b in range(0, len(self.timestamps), self.size) if b >= self.deleted_below]
+        for base in bases:
+            stamps = self.timestamps[base : base + self.size]
+            last = base + len(stamps) - 1
+            exact = base not in self.inexact
+            if max(stamps) < low or (exact and min(stamps) > high):
+                if pruned and pruned[-1][1] + 1 == base:
+                    pruned[-1] = (pruned[-1][0], last, 0)
+                else:
+                    pruned.append((base, last, 0))
+            elif not exact:
+                inexact.append((base, last, 0))
+        return pruned, inexact, bases[0] if bases else None
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=40), st.integers(1, 6), st.integers(0, 50), st.integers(0, 50), st.booleans(), st.integers(0, 40))
+def test_pieces_never_drop_a_matching_record(timestamps: list[int], size: int, low: int, high: int, whole: bool, start: int) -> None:
+    """Rules 4-5: every offset whose timestamp is in [low, high] is in one piece; pieces are ordered and disjoint."""
+    gateway = Segments(timestamps, size, inexact=frozenset(range(0, len(timestamps), 2 * size)))
+    pieces = narrow_pieces(Pushdown(timestamp_min=low, timestamp_max=high), gateway, "t", 0, start, len(timestamps), whole=whole)  # type: ignore[arg-type]
+    assert all(a < b for a, b in pieces) and all(b <= c for (_a, b), (c, _d) in zip(pieces, pieces[1:]))
+    assert not whole or len(pieces) <= 1
+    matching = [o for o, t in enumerate(timestamps) if low <= t <= high and o >= start]
+    assert all(any(a <= o < b for a, b in pieces) for o in matching)
+
+
+def test_pieces_skip_segments_in_the_middle_and_keep_inexact_ones() -> None:
+    stamps = [10, 11, 20, 21, 90, 91, 30, 31, 40, 5]  # segments of 2; the last one holds an old record
+    pushed = Pushdown(timestamp_min=20, timestamp_max=31)
+    assert narrow_pieces(pushed, Segments(stamps, 2), "t", 0, 0, 10) == [(2, 4), (6, 10)]  # the last segment's old record keeps it  # type: ignore[arg-type]
+    assert narrow_pieces(pushed, Segments(stamps, 2, inexact=frozenset({4})), "t", 0, 0, 10) == [(2, 10)]  # type: ignore[arg-type]
+    assert narrow_pieces(pushed, Segments(stamps, 2), "t", 0, 0, 10, whole=True) == [(2, 10)]  # type: ignore[arg-type]
+    assert narrow_pieces(Pushdown(timestamp_min=95), Segments(stamps, 2), "t", 0, 0, 10) == []  # type: ignore[arg-type]
+    assert narrow_pieces(Pushdown(offset_start=3), Segments(stamps, 2), "t", 0, 0, 10) == [(3, 10)]  # type: ignore[arg-type]
+
+
+def test_offsets_the_answer_says_nothing_of_are_read() -> None:
+    """Only what time-ranges proves match-free is skipped: offsets deleted since the read was
+    resolved (below the first segment left) are read, so the read meets out-of-range as an
+    unpruned one does, whether they were to be passed by a pruned span or by the start cut."""
+    stamps = [10, 11, 20, 21, 90, 91, 30, 31, 40, 5]
+    gone = Segments(stamps, 2, deleted_below=4)
+    assert narrow_pieces(Pushdown(timestamp_max=31), gone, "t", 0, 0, 10) == [(0, 4), (6, 10)]  # type: ignore[arg-type]
+    assert narrow_pieces(Pushdown(timestamp_min=30, timestamp_max=31), gone, "t", 0, 0, 10) == [(0, 4), (6, 10)]  # type: ignore[arg-type]
+    assert narrow_pieces(Pushdown(timestamp_min=95), gone, "t", 0, 0, 10) == [(0, 4)]  # the rest is pruned (older)  # type: ignore[arg-type]
+    here = Segments(stamps, 2)
+    assert narrow_pieces(Pushdown(timestamp_min=30, timestamp_max=31), here, "t", 0, 0, 10) == [(6, 10)]  # type: ignore[arg-type]
+    assert narrow_pieces(Pushdown(timestamp_min=95), here, "t", 0, 0, 10) == []  # type: ignore[arg-type]
+
+
+def test_a_bound_before_1970_asks_no_offset_for_a_negative_time() -> None:
+    """Kafka's ListOffsets sees no record stamped below 0, so a lower bound before 1970 cuts no
+    start (the gateway refuses a negative time there); time-ranges gets the signed bound."""
+    stamps = [-5, 20, 30, 40]
+    gateway = Segments(stamps, 1)
+    assert narrow_pieces(Pushdown(timestamp_min=-10, timestamp_max=-3), gateway, "t", 0, 0, 4, ordered=True) == [(0, 1)]  # type: ignore[arg-type]
+    assert gateway.asked == []
+    assert narrow_pieces(Pushdown(timestamp_max=25), gateway, "t", 0, 0, 4) == [(0, 2)]  # type: ignore[arg-type]
+
+
+@given(st.integers(0, 30), st.integers(0, 30), st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), max_size=6))
+def test_subtract_removes_exactly_the_spans(start: int, end: int, raw: list[tuple[int, int]]) -> None:
+    spans, cursor = [], 0
+    for gap, length in raw:  # ordered, disjoint spans
+        spans.append((cursor + gap, cursor + gap + length, 0))
+        cursor += gap + length + 1
+    pieces = subtract(start, end, spans)
+    kept = {o for a, b in pieces for o in range(a, b)}
+    assert kept == {o for o in range(start, end) if not any(f <= o <= last for f, last, _ in spans)}
+    assert all(a < b for a, b in pieces) and all(b < c for (_a, b), (c, _d) in zip(pieces, pieces[1:]))

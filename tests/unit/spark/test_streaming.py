@@ -111,7 +111,8 @@ def test_stream_options() -> None:
         ({"maxOffsetsPerTrigger": "0"}, r"option 'maxOffsetsPerTrigger': invalid value '0'"),
         ({"maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "9"}, r"'minOffsetsPerTrigger' \(9\) must not exceed 'maxOffsetsPerTrigger' \(5\)"),
         ({"maxTriggerDelay": "soon"}, r"option 'maxTriggerDelay' must be a duration"),
-        ({"tiered.mode": "remote_preferred"}, r"option 'tiered.mode': 'REMOTE_PREFERRED' is not supported by the tiered-kafka Spark source yet: batch reads and streams read remote storage only \(REMOTE_ONLY\)"),
+        ({"tiered.mode": "remote_preferred"}, r"option 'kafka.bootstrap.servers' is required with tiered.mode=REMOTE_PREFERRED"),
+        ({"tiered.mode": "kafka_only"}, r"option 'tiered.mode': 'KAFKA_ONLY' is not supported by the tiered-kafka Spark source: use Spark's format\(\"kafka\"\)"),
     ],
 )
 def test_bad_stream_options(options: dict[str, str], message: str) -> None:

@@ -1,0 +1,82 @@
+"""Original bytes of an encrypted KIP-405 segment, by a signed byte-range URL (``rsm_urls``).
+
+The plan of an encrypted segment hands out these URLs instead of presigned S3 URLs. The answer is
+what S3 would answer for a plain segment: 206 with ``Content-Range: bytes {start}-{end-1}/{size}``
+(``size``: the original .log's), the original bytes as the body.
+
+Every chunk of the range is fetched (one ranged GET of the covering chunks), decrypted, its GCM tag
+verified (and decompressed) *before* the status line is sent: a wrong key, a tampered tag or a
+truncated chunk anywhere in the range is a clean JSON 502 ``rsm_decryption_failed``, never a 206 cut
+short. The whole range is therefore held in memory once, which its bound keeps finite: a range is
+at most ``max_bytes_limit`` (the largest ``max_bytes`` a plan may be asked), or one whole batch when
+a single batch is larger (``read_plan``: a plan holds at least one whole batch). A signed range
+larger than both (a URL signed before ``max_bytes_limit`` was lowered) is refused with 422
+``invalid_request`` naming the bound.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+
+from tiered_kafka.errors import FormatError
+from tiered_kafka_gateway import rsm_urls
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.models import ErrorResponse
+from tiered_kafka_gateway.rsm_reader import RsmClusterReader
+
+router = APIRouter(responses={s: {"model": ErrorResponse} for s in (401, 403, 404, 416, 422, 500, 502, 503)})  # type: ignore[arg-type]
+
+
+@router.get(
+    rsm_urls.PATH_PREFIX + "{cluster}/{key:path}",
+    operation_id="readRsmRange",
+    summary="Original bytes of an encrypted KIP-405 segment (a signed URL from a read plan; no token)",
+    status_code=206,
+    response_class=Response,
+    responses={206: {"content": {"application/octet-stream": {}}, "description": "the original bytes [start, end), every chunk verified"}},
+)
+def read_rsm_range(
+    request: Request,
+    cluster: Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,128}$")],
+    key: str,
+    start: Annotated[int, Query(ge=0)],
+    end: Annotated[int, Query(ge=1)],
+    expires: Annotated[int, Query(ge=0)],
+    signature: Annotated[str, Query(min_length=1, max_length=100)],
+    range_header: Annotated[str | None, Header(alias="range")] = None,
+) -> Response:
+    reader = request.app.state.readers.get(cluster)
+    settings = request.app.state.settings
+    secret = settings.rsm_url_secret
+    if not isinstance(reader, RsmClusterReader) or secret is None:
+        raise GatewayError(ErrorCode.RSM_URL_REFUSED, "the byte-range URL does not name a KIP-405 cluster of this gateway")
+    rsm_urls.verify(secret.get_secret_value().encode(), cluster, key, start, end, expires, signature)
+    if range_header != f"bytes={start}-{end - 1}":
+        raise GatewayError(ErrorCode.RSM_URL_REFUSED, f"the Range header must be bytes={start}-{end - 1}, the range the URL was signed for")
+    _, manifest = reader._manifest_of_log(key)
+    size = manifest.chunk_index.original_file_size
+    if end > size or start >= end:
+        raise GatewayError(ErrorCode.OFFSET_OUT_OF_RANGE, f"bytes {start}..{end} are outside {key} ({size} bytes)")
+    limit = settings.max_bytes_limit
+    if end - start > limit and not _one_batch(reader, key, size, start, end):
+        raise GatewayError(
+            ErrorCode.INVALID_REQUEST,
+            f"bytes {start}..{end} of {key}: {end - start} bytes is more than max_bytes_limit ({limit}) and not one batch: plan again",
+        )
+    data = reader.read_original(key, start, end)  # every chunk decrypted and verified before the status line
+    return Response(
+        data,
+        status_code=206,
+        media_type="application/octet-stream",
+        headers={"Content-Range": f"bytes {start}-{end - 1}/{size}", "Cache-Control": "no-store"},
+    )
+
+
+def _one_batch(reader: RsmClusterReader, key: str, size: int, start: int, end: int) -> bool:
+    """Whether original bytes [start, end) of ``key`` are exactly one record batch (its header's size)."""
+    try:
+        return reader._headers(key, size).at(start).size == end - start
+    except FormatError:  # start is not a batch boundary
+        return False
