@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25  # the slowest tests, to keep `make test` under its 20-minute budget
 
 .PHONY: install test run bench openapi clean
 
@@ -31,6 +31,10 @@ bench: install
 	$(PY) bench/bench_plans.py
 	$(PY) bench/bench_spark.py
 	$(PY) bench/bench_spark_pushdown.py
+	$(PY) bench/bench_spark_stream.py
+	$(PY) bench/bench_gateway_lb.py
+	$(PY) bench/bench_registry.py
+	$(PY) bench/bench_rsm.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).

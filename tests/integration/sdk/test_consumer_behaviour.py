@@ -17,13 +17,13 @@ from tests.integration.sdk.conftest import COUNT, PARTITIONS
 from tests.integration.sdk.test_consumer_modes import check_exact, expected_offsets, read_all
 from tests.support.agent_env import agent_settings, wait_for
 from tests.support.flaky_proxy import FlakyProxy
+from tests.support.gateway_env import pinterest_bucket
 from tests.support.kafka_clients import value_for
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, tiered_stack
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.consumer import Mode, TieredConsumer
 from tiered_kafka.errors import RemoteReadError
 from tiered_kafka.format.record_batch import iter_records
-from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.remote_read import decode_range, fetch_range
@@ -123,12 +123,9 @@ def test_a_bucket_in_pinterests_layout(tmp_path: Path, redis_server, s3_server, 
     """Segments written by Pinterest's uploader (keyspace and Kafka files, no registry) read through the gateway."""
     cluster, topic = "pinterestCluster", "test_topic_a"
     keyspace = Keyspace("custom-prefix", cluster, 5)
+    pinterest_bucket(s3_server, s3_bucket, keyspace, topic, segments=4, fixture=f"{topic}-0")  # with offset.wm, as Pinterest's uploader
     logs = sorted((FIXTURES / f"{topic}-0").glob("*.log"))[:4]
-    expected = []
-    for log in logs:
-        for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
-            s3_server.client().put_object(Bucket=s3_bucket, Key=keyspace.segment_key(topic, 0, int(log.name[:20]), kind), Body=log.with_suffix(f".{kind.value}").read_bytes())
-        expected.extend((r.offset, r.value) for r in iter_records(log.read_bytes()))
+    expected = [(r.offset, r.value) for log in logs for r in iter_records(log.read_bytes())]
     manifest = json.loads((FIXTURES / "MANIFEST.json").read_text())
     assert len(expected) == sum(manifest[f"{topic}-0"][log.name]["records"] for log in logs)
     settings = agent_settings(tmp_path, redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "custom-prefix", "entropy_bits": 5})

@@ -137,38 +137,12 @@ def test_backfill_read_committed_counts_aborted_control_and_undecided_records(sp
     assert not wrong.ok and "minus 4 control, 6 aborted and 3 undecided records = 9" in wrong.problems[0]
 
 
-def test_submitted_backfill_runs_on_spark_submits_master(stack: TieredStack, tmp_path: Path) -> None:
-    """Under spark-submit the backfill's session takes spark-submit's ``--master`` (here local[1],
-    not the local[2] a plain run falls back to): no second ``--master`` to keep in step."""
-    import os
-    import subprocess
-    import sys
-
+def test_the_backfill_takes_spark_submits_master() -> None:
+    """Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the backfill's session takes spark-submit's
+    ``--master``: no second ``--master`` to keep in step. A real spark-submit to the standalone
+    cluster shows it end to end (tests/integration/spark_cluster/test_submit.py)."""
     from tiered_kafka.spark.backfill import FALLBACK_MASTER, resolve_master
-    from tiered_kafka_dev.services._spark import spark_home
 
     assert resolve_master("spark://m:7077", {"PYSPARK_GATEWAY_PORT": "1"}) == "spark://m:7077"  # asked for: kept
     assert resolve_master(None, {"PYSPARK_GATEWAY_PORT": "40123"}) is None  # submitted: spark-submit's master
     assert resolve_master(None, {}) == FALLBACK_MASTER == "local[2]"  # a plain command
-
-    script = tmp_path / "backfill_job.py"  # not the module's own file (spark-submit docs: sys.path shadowing)
-    script.write_text("import sys\nfrom tiered_kafka.spark.backfill import main\nsys.exit(main())\n")
-    output = tmp_path / "out"
-    conf = {
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.pyspark.python": sys.executable,
-    }
-    env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_CONF_DIR": str(tmp_path), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    command = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command += [str(script), "--gateway-url", stack.gateway_url, "--cluster", stack.cluster, "--topic", EVENTS, "--output", str(output), "--redis-url", stack.agent.redis.url]
-    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    assert "[spark] starting a session on the master spark-submit was given ..." in done.stdout
-    assert "[spark] session on local[1]" in done.stdout.splitlines()
-    assert "row counts match the registry" in done.stdout
-    assert sorted(read_parquet(output)) == [(EVENTS, p) for p in range(EVENTS_PARTITIONS)]

@@ -55,7 +55,7 @@ def submit(cluster: SparkStandaloneCluster, stack: TieredStack, work: Path, outp
     command = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url, "--py-files", str(sdk_zip)]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    command += [str(script), "--master", cluster.master_url, "--gateway-url", stack.gateway_url, "--cluster", stack.cluster, "--topic", EVENTS, "--output", str(output)]
+    command += [str(script), "--gateway-url", stack.gateway_url, "--cluster", stack.cluster, "--topic", EVENTS, "--output", str(output)]
     command += ["--redis-url", stack.agent.redis.url]
     return run_in_session(command, timeout_s=600, env=env, cwd=work)  # a timeout ends spark-submit's JVM and workers too
 
@@ -65,6 +65,7 @@ def test_submit_with_the_sdk_as_py_files_and_the_reference_decoder(spark_cluster
     done = submit(spark_cluster, stack, tmp_path / "job", output, pure_python_executors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert "row counts match the registry" in done.stdout
+    assert f"[spark] session on {spark_cluster.master_url}" in done.stdout.splitlines()  # spark-submit's --master, none given to the job
     table = ds.dataset(output, format="parquet", partitioning="hive").to_table(columns=["partition", "offset", "value"])
     written: dict[int, dict[int, bytes]] = {}
     for row in table.to_pylist():
