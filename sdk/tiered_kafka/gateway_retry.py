@@ -75,6 +75,11 @@ def backoff_s(attempt: int, base_s: float, draw: Callable[[], float] = random.ra
     return min(base_s * 2 ** min(attempt, 30), MAX_BACKOFF_S) * (0.5 + draw() / 2)
 
 
+def _sleep(seconds: float) -> None:
+    """The backoff's sleep (a module-level name, so a test replaces it here, not in ``time``)."""
+    time.sleep(seconds)
+
+
 def call_with_retries(attempt: Callable[[], T], what: str, *, retries: int, base_backoff_s: float) -> T:
     """``attempt()``'s result, calling it up to ``retries`` + 1 times while it fails transiently
     (``TransientFailure``, or an ``httpx.TransportError`` that ``transient_error`` accepts),
@@ -90,5 +95,5 @@ def call_with_retries(attempt: Callable[[], T], what: str, *, retries: int, base
             if number == retries:
                 raise RemoteReadError(f"{what} failed after {retries + 1} attempts: {err}") from err
             log.debug("retrying %s after %s", what, err)
-        time.sleep(backoff_s(number, base_backoff_s))
+        _sleep(backoff_s(number, base_backoff_s))
     raise AssertionError("unreachable")
