@@ -103,6 +103,24 @@ def test_finished_uploads_are_not_redone_while_a_snapshot_is_late(side: Side, tm
         assert side.requests[("HeadObject", key)] <= 1, base  # HEAD before the PUT, once
 
 
+def test_an_idle_pass_asks_redis_and_s3_nothing(side: Side, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rotated segment uploaded: later passes (every ``rescan_interval_s``, per partition)
+    find nothing pending from the uploader's own mark, without a registry read or an S3 request.
+    A broker with 500 partitions rescanned every second used to spend its CPU on their HGETALLs."""
+    replica = _replica(tmp_path / "b", [_batch(i, 1024) for i in range(6)], [1, 3])  # 0..7, 8..15, active 16
+    uploader = side.uploader(replica.parent)
+    _drive(uploader, lambda: side.registry.coverage("t", 0).next_offset == 16)
+    reads: list[str] = []
+    for name in ("coverage", "segments", "find"):
+        method = getattr(side.registry, name)
+        monkeypatch.setattr(side.registry, name, lambda *a, _n=name, _m=method, **k: (reads.append(_n), _m(*a, **k))[1])
+    requests = sum(side.requests.values())
+    for _ in range(3):
+        uploader.sync()
+    assert reads == [] and sum(side.requests.values()) == requests
+    assert [r[1] for r in side.ranges()] == [0, 8]  # and nothing was lost from the registry
+
+
 def test_an_unregistered_prefix_left_by_a_dead_leader_is_adopted(side: Side, tmp_path: Path) -> None:
     """The old leader uploaded [0..19] and died before registering; our replica rolled later
     ([0..27]). No wait, no gap: its object is registered, our offsets past it as a tail."""
