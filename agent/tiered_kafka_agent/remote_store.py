@@ -219,7 +219,10 @@ class RemoteStore:
                 self._probe_prefix = None
 
     def delete_if_unchanged(self, key: str, etag: str) -> bool:
-        """Delete ``key`` only while it still has ``etag`` (``If-Match``); False when it changed or is gone."""
+        """Delete ``key`` only while it still has ``etag`` (``If-Match``); False when it changed or is gone,
+        and when ``etag`` is empty (an object never seen: an empty ``If-Match`` may be no condition at all)."""
+        if not etag:
+            return False
         try:
             self.retry.call(lambda: self.client.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag), what=f"delete of s3://{self.bucket}/{key}")
         except ClientError as err:

@@ -11,7 +11,8 @@ registry count them as expired, not lost), then the registry entry (readers stop
 there; it raises the registry's own ``expired_until``), then the objects (``.log`` first). A crash
 after the mark leaves offsets both remote and marked expired: harmless. A crash in between leaves
 objects without an entry; every run also sweeps the partition's prefix for segment objects below
-the earliest registered base offset and deletes them, so no object is left dangling.
+the earliest registered base offset and deletes them, so no object is left dangling (but for one
+whose ``.log`` reaches the live offsets: an upload not registered yet, ``_sweep_orphans``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from __future__ import annotations
 import logging
 import time
 
+from botocore.exceptions import ClientError
+
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka_agent.conditional_writes import s3_error_code
 from tiered_kafka_agent.config import RemoteRetentionSettings
 from tiered_kafka_agent.remote_store import RemoteStore
 from tiered_kafka_agent.retry import RetryPolicy
@@ -76,20 +80,47 @@ class RemoteRetention:
         """Delete segment objects below the earliest registered segment (left by a crash mid-deletion).
 
         When retention emptied the partition, the bound is the last segment it just deleted; an
-        emptied partition is otherwise left alone, since its next segments may be uploading now."""
+        emptied partition is otherwise left alone, since its next segments may be uploading now.
+        A segment whose ``.log`` reaches the offsets still live (its ``tk-last-offset`` at or past
+        the earliest registered first offset) is not an orphan but an upload not yet registered: a
+        new leader's straddling segment (``two_leaders``) has a base below the registered ones and
+        is registered from a later offset. Its objects are kept."""
         registered = self.registry.segments(topic, partition)
         if registered:  # objects are named by base offsets, which may lie below a segment's first offset
-            below = min(s.base_offset for s in registered)
+            below, live_from = min(s.base_offset for s in registered), min(s.first for s in registered)
         elif doomed:
-            below = doomed[-1].base_offset + 1
+            below, live_from = doomed[-1].base_offset + 1, doomed[-1].next_offset
         else:
             return
         prefix = self.store.keyspace.partition_prefix(topic, partition)
+        by_base: dict[int, list[tuple[str, FileKind]]] = {}
         for key, _size in list(self.store.list_keys(prefix)):
             try:
                 parsed = self.store.keyspace.parse(key)
             except InvalidSegmentNameError:
                 continue
             if parsed.segment is not None and parsed.segment.base_offset < below:
+                by_base.setdefault(parsed.segment.base_offset, []).append((key, parsed.segment.kind))
+        for base, objects in sorted(by_base.items()):
+            log_key = next((key for key, kind in objects if kind == FileKind.LOG), None)
+            if log_key is not None and self._reaches(log_key, live_from):
+                log.info("remote retention: %s-%d segment %d reaches offset %d: an upload not registered yet, kept", topic, partition, base, live_from)
+                continue
+            for key, _kind in objects:
                 log.warning("remote retention: deleting dangling object %s", key)
                 self.retry.call(lambda key=key: self.store.client.delete_object(Bucket=self.store.bucket, Key=key), what=f"delete of {key}")
+
+    def _reaches(self, log_key: str, offset: int) -> bool:
+        """Whether the ``.log`` object ``log_key`` holds ``offset`` or later (its ``tk-last-offset``);
+        True when it does not say (not ours to judge: kept), False when it is gone."""
+        try:
+            _, metadata = self.store.head_metadata(log_key)
+        except ClientError as err:
+            if s3_error_code(err) in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+        try:
+            return int(metadata["tk-last-offset"]) >= offset
+        except (KeyError, ValueError):
+            log.warning("remote retention: %s has no readable tk-last-offset; kept", log_key)
+            return True

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING
 import crc32c
 
 from tiered_kafka.format.batch_index import BatchIndex
+from tiered_kafka.format.record_batch import CRC_OFFSET
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
 from tiered_kafka_agent.faults import crash_point
@@ -82,7 +83,6 @@ log = logging.getLogger(__name__)
 KEY_BUSY_RETRY_S = 1.0  # how soon a segment whose key holds another agent's unregistered upload is tried again
 ABANDONED_AFTER_S = 120.0  # an unregistered .log under our key, unchanged this long (monotonic), was left by an agent that died
 MAX_TAKEN_DEPTH = 3  # a tail whose key is taken too, and so on: then the pass is retried
-CRC_FIELD = 17  # Kafka's RecordBatch: baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
 
 #: what to register: an entry and the batch index of the segment holding its batches (None: none)
 Registration = tuple[SegmentEntry, bytes | None]
@@ -198,9 +198,9 @@ class TwoLeaders:
         if theirs is None:
             return
         if local is not None:
-            mine = os.pread(local.files[FileKind.LOG], 4, before.position + CRC_FIELD)
+            mine = os.pread(local.files[FileKind.LOG], 4, before.position + CRC_OFFSET)
         else:
-            mine = self.store.get_range(entry.object_key, before.position + CRC_FIELD, 4)
+            mine = self.store.get_range(entry.object_key, before.position + CRC_OFFSET, 4)
         if mine != theirs:
             self._diverged(
                 entry,
@@ -211,13 +211,14 @@ class TwoLeaders:
         """The CRC field of the last batch of a registered segment (its ``.batchindex`` and a ranged GET); None without a batch index."""
         if FileKind.BATCHINDEX.value not in holder.files:
             return None
-        key = holder.object_key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value
+        key = holder.object_key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value  # beside the .log its entry names
         data = self.store.get_bytes(key)
-        if data is None:
+        if data is None:  # its entry names a batch index: gone since (remote retention), or never written
+            log.warning("%s: %s, named by the registered segment %s, is missing: its last batch cannot be compared with ours", self.name, key, holder.object_key)
             return None
         index = BatchIndex.from_bytes(data, name=key)
         last = index.entry(len(index) - 1)
-        return self.store.get_range(holder.object_key, last.position + CRC_FIELD, 4)
+        return self.store.get_range(holder.object_key, last.position + CRC_OFFSET, 4)
 
     def _diverged(self, entry: SegmentEntry, why: str) -> None:
         raise ReplicaDivergedError(

@@ -124,9 +124,12 @@ class GatewayMetrics:
         self._seen: dict[tuple[int, tuple[str, ...]], tuple[Any, float]] = {}  # (id(metric), labels) -> (child, last value)
 
     def observe(self, route: str, status: int, seconds: float) -> None:
-        """One answered request: its latency, then the readers' counts (``sync``)."""
+        """One answered request: its latency, then, in multiprocess mode, the readers' counts
+        (``sync``: the worker answering a scrape cannot see the other workers' readers; in one
+        process ``refresh`` at scrape time does it)."""
         self.latency.labels(route, str(status)).observe(seconds)
-        self.sync()
+        if multiprocess_dir():
+            self.sync()
 
     def refresh(self, readers: dict[str, Any] | None = None) -> None:
         """Before a scrape: ``sync`` (``readers``, when given, replace those held)."""

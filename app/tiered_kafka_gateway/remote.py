@@ -77,7 +77,7 @@ from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, Re
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.s3_listing import list_partitions
-from tiered_kafka_gateway.segment_indexes import SegmentIndexes
+from tiered_kafka_gateway.segment_indexes import SegmentIndexes, last_offset_in
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,13 @@ class ClusterReader(SegmentIndexes):
                         logs.append((name.base_offset, item["Key"], int(item["Size"])))
         except (ClientError, BotoCoreError) as err:
             raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 listing of {prefix} failed: {err}") from err
+        in_flight = [entry for entry in logs if entry[0] > committed_up_to]
+        if in_flight:  # not served, never silently: named in the log (the next listing may serve them)
+            log.log(
+                logging.WARNING if len(in_flight) == len(logs) else logging.INFO,
+                "listing %s: %d .log object(s) above offset.wm %s not served (uploads in flight), from base offset %d",
+                prefix, len(in_flight), committed_up_to if committed_up_to >= 0 else "(none yet)", min(b for b, _, _ in in_flight),
+            )
         logs = sorted(log for log in logs if log[0] <= committed_up_to)
         segments = []
         for i, (base, key, size) in enumerate(logs):
@@ -331,14 +338,7 @@ class ClusterReader(SegmentIndexes):
             raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
 
     def _last_offset_of(self, key: str, base: int, size: int) -> int:
-        index = self.offset_index(key, base)
-        headers = self.batch_headers(key, size)
-        position = index.entries()[-1].position if len(index) else 0
-        last = base - 1
-        while position < size:
-            header = headers.at(position)
-            last, position = header.last_offset, position + header.size
-        return last
+        return last_offset_in(self.offset_index(key, base), self.batch_headers(key, size), base, size)
 
     # -- plans -------------------------------------------------------------------------------
     def _sparse_plan(self, segment: RemoteSegment, start: int, max_bytes: int, range_bytes: int) -> tuple[list[ByteRange], str | None] | None:

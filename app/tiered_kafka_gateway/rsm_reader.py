@@ -72,6 +72,7 @@ from tiered_kafka_gateway.models import ChunkedRange
 from tiered_kafka_gateway.remote import ClusterReader, Plan, _out_of_range, planning_errors
 from tiered_kafka_gateway.rsm_catalog import UNKNOWN, ListingCatalog, MetadataCatalog, RsmSegment
 from tiered_kafka_gateway.rsm_clipping import ending_with
+from tiered_kafka_gateway.segment_indexes import last_offset_in
 from tiered_kafka_gateway import rsm_urls
 
 log = logging.getLogger(__name__)
@@ -236,6 +237,12 @@ class RsmClusterReader(ClusterReader):
 
     def read_range(self, key: str, byte_range: ByteRange) -> bytes:
         return self.read_original(key, byte_range.start, byte_range.end)
+
+    def _scan_last(self, segment: RsmSegment, size: int) -> int:
+        """The last offset of a listed segment whose manifest names none (an RSM before
+        ``remoteLogSegmentMetadata``) and that no later segment bounds: read from its indexes and batches."""
+        index = self._offset_index(segment.key, self.manifest(segment.key))
+        return last_offset_in(index, self._headers(segment.log_key, size), segment.base_offset, size)
 
     def _headers(self, log_key: str, size: int) -> BatchHeaders:
         return self.headers.get_or_load(

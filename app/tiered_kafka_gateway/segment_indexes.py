@@ -112,6 +112,18 @@ class SegmentIndexes:
         return self.sparse_indexes.get_or_load(segment.object_key, load)
 
 
+def last_offset_in(index: OffsetIndex, headers: BatchHeaders, base_offset: int, size: int) -> int:
+    """A segment's last offset when nothing recorded it: from the offset index's last entry (a
+    batch start), the batch headers to the end of the ``.log`` (``size`` bytes); ``base_offset - 1``
+    for an empty segment."""
+    position = index.entries()[-1].position if len(index) else 0
+    last = base_offset - 1
+    while position < size:
+        header = headers.at(position)
+        last, position = header.last_offset, position + header.size
+    return last
+
+
 def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:
     try:
         return parser(data, base, name=key)

@@ -115,11 +115,14 @@ def layout_rsm_segment(
     variable_chunk_index: bool | None = None,
     broker_id: int = 0,
     event_timestamp_ms: int | None = None,
+    segment_metadata: bool = True,
 ) -> RsmSegmentObjects:
     """Lay out one segment (``segment_log`` is its ``.log``; the indexes are read beside it) without uploading.
 
     ``encryption_key`` is (key pair id, RSA public key PEM). ``variable_chunk_index`` None follows the RSM
     (variable exactly when compressed); True forces a variable index; False with compression is refused.
+    ``segment_metadata`` False writes the manifest without ``remoteLogSegmentMetadata``, as RSM versions
+    before it did (a reader by listing then learns the segment's end from its indexes and batches).
     """
     if chunk_size <= 0:
         raise ValueError("chunk_size must be positive")
@@ -179,7 +182,7 @@ def layout_rsm_segment(
         encryption=encryption,
         segment_metadata=SegmentMetadata(
             topic, topic_id, partition, segment_id, base_offset, end_offset, max_ts, broker_id, event_ts, epochs
-        ),
+        ) if segment_metadata else None,
     )
     tip = TopicIdPartition(topic, topic_id, partition)
     metadata = RemoteLogSegmentMetadataRecord(
@@ -229,6 +232,7 @@ def write_rsm_segment(
     compression: bool = False,
     encryption_key: tuple[str, bytes] | None = None,
     variable_chunk_index: bool | None = None,
+    segment_metadata: bool = True,
 ) -> RsmSegmentKey:
     """Lay out one segment (``segment_dir_or_files``: its ``.log`` path) and upload .log, .indexes, .rsm-manifest
     in the RSM's order with a boto3 S3 client. Use :func:`layout_rsm_segment` for the metadata records."""
@@ -243,6 +247,7 @@ def write_rsm_segment(
         compression=compression,
         encryption_key=encryption_key,
         variable_chunk_index=variable_chunk_index,
+        segment_metadata=segment_metadata,
     )
     upload_rsm_segment(s3_client, bucket, objects)
     return objects.key

@@ -128,3 +128,18 @@ def create_tiered_topic(stack: TieredStack, topic: str, partitions: int = 1, ret
     if retention_bytes is not None:
         configs["retention.bytes"] = str(retention_bytes)
     create_topic(stack.bootstrap, topic, partitions, **configs)
+
+
+def topic_with_a_lost_segment(stack: TieredStack, topic: str, records: int) -> Any:
+    """A one-partition topic of ``records`` records in small segments, uploaded, whose second
+    segment remote storage then lost: deleted from the registry and recorded as a gap ("test:
+    segment lost"), as the agent records offsets it could not upload. Returns the lost segment."""
+    create_tiered_topic(stack, topic, 1, segment_bytes=16_000)
+    stack.produce(topic, records, 1)
+    stack.wait_uploaded(topic, 1)
+    segments = stack.registry.segments(topic, 0)
+    assert len(segments) >= 4
+    lost = segments[1]
+    assert stack.registry.delete_segment(topic, 0, lost.base_offset) is not None
+    stack.registry.record_gap(topic, 0, lost.base_offset, lost.last_offset, "test: segment lost")
+    return lost

@@ -17,27 +17,6 @@ MAX_OFFSET: Final = 2**53 - 1
 """The largest offset the registry accepts: ZSET scores are doubles, exact up to here."""
 OFFSET_WIDTH: Final = 20
 
-SEGMENT_FIELDS: Final = (
-    "object_key",
-    "base_offset",
-    "last_offset",
-    "size",
-    "record_count",
-    "min_timestamp",
-    "max_timestamp",
-    "checksum",
-    "leader_epoch",
-    "upload_time_ms",
-    "files",
-    "aborted_txns",
-    "control_records",
-    "open_txn_first_offset",
-    "sparse_index",
-    "min_timestamp_exact",
-    "first_offset",
-    "range_records",
-    "range_control_records",
-)
 OPTIONAL_SEGMENT_FIELDS: Final = (
     "aborted_txns",
     "control_records",
@@ -50,6 +29,20 @@ OPTIONAL_SEGMENT_FIELDS: Final = (
 )
 """Segment fields added later: unknown (-1; -2 for ``open_txn_first_offset``; None for ``sparse_index``; 0 for ``min_timestamp_exact``)
 when an entry registered before them lacks them; ``first_offset`` reads as ``base_offset`` (a segment registered whole)."""
+SEGMENT_FIELDS: Final = (
+    "object_key",
+    "base_offset",
+    "last_offset",
+    "size",
+    "record_count",
+    "min_timestamp",
+    "max_timestamp",
+    "checksum",
+    "leader_epoch",
+    "upload_time_ms",
+    "files",
+) + OPTIONAL_SEGMENT_FIELDS
+"""Every segment hash field (``SegmentEntry.to_fields`` writes them in this order): the original ones, then those added later."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
 
 _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot, batchindex

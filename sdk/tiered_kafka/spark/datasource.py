@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from tiered_kafka.modes import Mode
+from tiered_kafka.modes import reads_kafka
 from tiered_kafka.spark.arrow import spark_schema
 from tiered_kafka.spark.options import OptionError, ReadOptions, parse_options
 from tiered_kafka.spark.planning import ReadTask, plan_source
@@ -96,7 +96,7 @@ class TieredKafkaDataSource(DataSource):
         :class:`TieredKafkaPushdownReader`); elsewhere one without it, so a session without
         ``spark.sql.python.filterPushdown.enabled`` reads everything instead of failing."""
         options = parse_options(self.options)
-        pushdown = in_pushdown_worker() and options.mode is Mode.REMOTE_ONLY  # hybrid modes: Spark applies every filter
+        pushdown = in_pushdown_worker() and not reads_kafka(options.mode)  # hybrid modes: Spark applies every filter
         return TieredKafkaPushdownReader(options) if pushdown else TieredKafkaReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -58,7 +58,7 @@ from tiered_kafka.spark.options import (
     SpecificOffsets,
     TopicPartition,
 )
-from tiered_kafka.spark.planning import KafkaSlice, OffsetRange, ReadTask, SourcePlan, _parallel, plan_tasks
+from tiered_kafka.spark.planning import KafkaSlice, OffsetRange, ReadTask, SourcePlan, _check_named_topics, _parallel, plan_tasks
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,6 +80,8 @@ class HybridContext:
         self.view = kafka_view(options)
         remote_topics = gateway.topics()
         if partitions is None:
+            if strict:  # a named topic the token may not read is an error, never "remote holds nothing" (modes)
+                _check_named_topics(options, gateway, remote_topics)
             kafka_topics = self.view.partitions()
             available = {t: sorted(set(remote_topics.get(t, ())) | set(kafka_topics.get(t, ()))) for t in set(remote_topics) | set(kafka_topics)}
             partitions = options.topic_partitions(available, strict=strict, both_tiers=True)

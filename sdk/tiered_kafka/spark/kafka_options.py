@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from tiered_kafka.modes import Mode
+from tiered_kafka.modes import Mode, reads_kafka
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ def parse_mode(opts: Mapping[str, str], error: type[Exception]) -> Mode:
 def kafka_settings(opts: Mapping[str, str], mode: Mode, error: type[Exception]) -> tuple[tuple[str, str], ...]:
     """librdkafka settings from the ``kafka.*`` options (prefix removed, sorted); empty in REMOTE_ONLY.
     The hybrid modes require ``kafka.bootstrap.servers``."""
-    if mode is Mode.REMOTE_ONLY:
+    if not reads_kafka(mode):
         return ()
     settings = {name[len("kafka.") :]: value for name, value in opts.items() if name.startswith("kafka.")}
     if not settings.get("bootstrap.servers", "").strip():
@@ -101,7 +101,7 @@ def kafka_settings(opts: Mapping[str, str], mode: Mode, error: type[Exception]) 
 def group_id(opts: Mapping[str, str], mode: Mode) -> str:
     """The consumers' ``group.id`` (module doc): ``kafka.group.id``, else ``<groupIdPrefix>-<uuid>``;
     empty in REMOTE_ONLY."""
-    if mode is Mode.REMOTE_ONLY:
+    if not reads_kafka(mode):
         return ""
     given = opts.get("kafka.group.id", "").strip()
     if given:

@@ -72,7 +72,7 @@ from tiered_kafka.spark.options import (
     SpecificOffsets,
     TopicPartition,
 )
-from tiered_kafka.modes import Mode
+from tiered_kafka.modes import reads_kafka
 from tiered_kafka.spark.pushdown import Pushdown, narrow_pieces
 from tiered_kafka.spark.tasks import GapHandler, KafkaSlice, OffsetRange, RangeUnit, ReadTask, Slice, SourcePlan  # noqa: F401 (re-exported: planning's units)
 
@@ -100,7 +100,7 @@ def plan_source(options: ReadOptions, client: GatewayClient | None = None, pushe
     gateway = client_for(options) if client is None else client
     try:
         warnings: list[str] = []
-        if options.mode is not Mode.REMOTE_ONLY:
+        if reads_kafka(options.mode):
             from tiered_kafka.spark.hybrid_planning import plan_hybrid_source
 
             return plan_hybrid_source(options, gateway, warnings)

@@ -51,7 +51,7 @@ from typing import Any
 
 from tiered_kafka.errors import ConfigError, RemoteReadError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
-from tiered_kafka.modes import Mode
+from tiered_kafka.modes import reads_kafka
 from tiered_kafka.spark.options import LATEST, Latest, OptionError, ReadOptions, SpecificOffsets, TopicPartition, parse_options, positive_int_option
 from tiered_kafka.spark.planning import OffsetRange, ReadTask, _check_named_topics, _parallel, _warn, plan_tasks, resolve_partition
 
@@ -205,7 +205,7 @@ class StreamPlanner:
     def initial_offsets(self) -> PartitionOffsets:
         """Where a new stream starts (module doc)."""
         read = self.options.read
-        if read.mode is not Mode.REMOTE_ONLY:
+        if reads_kafka(read.mode):
             from tiered_kafka.spark import hybrid_planning  # the hybrid modes only: a REMOTE_ONLY stream's runner skips its imports
 
             return hybrid_planning.initial_offsets(read, self.client, self.warnings)
@@ -223,7 +223,7 @@ class StreamPlanner:
     def latest_offsets(self, start: Mapping[TopicPartition, int], *, reuse: bool = False) -> tuple[PartitionOffsets, PartitionOffsets]:
         """(how far each partition may be read now, earliest offsets of the partitions new to ``start``);
         ``reuse``: as :meth:`extents`."""
-        if self.options.read.mode is not Mode.REMOTE_ONLY:  # Kafka's end: history from remote storage, then live Kafka
+        if reads_kafka(self.options.read.mode):  # Kafka's end: history from remote storage, then live Kafka
             from tiered_kafka.spark import hybrid_planning
 
             return hybrid_planning.latest_offsets(self.options.read, self.client, start)
@@ -245,7 +245,7 @@ class StreamPlanner:
         lost = sorted(set(start) - set(end))
         if lost:
             self._data_loss(f"partition(s) {', '.join(f'{t}-{p}' for t, p in lost)} are gone from the stream; some data may have been missed")
-        if read.mode is not Mode.REMOTE_ONLY:
+        if reads_kafka(read.mode):
             from tiered_kafka.spark import hybrid_planning
 
             return hybrid_planning.plan_micro_batch(read, self.client, start, end, self.warnings, self._data_loss)

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def zk_chroot(zookeeper_server) -> str:
-    root = f"/agent-moves-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(timeout=15)
-    client.ensure_path(root)
-    client.stop()
-    client.close()
-    return f"{zookeeper_server.hosts}{root}"
 
 
 def test_leadership_moves_away_and_back(start_dev_broker, zk_chroot, redis_server, s3_server, s3_bucket, tmp_path) -> None:

@@ -31,7 +31,6 @@ from pathlib import Path
 import crc32c
 import pytest
 import redis
-from kazoo.client import KazooClient
 
 from tests.support.agent_env import AgentProcess, agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
@@ -51,17 +50,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "handover"
 PARTITIONS = 3
 PER_PHASE = 120  # records per partition and phase: about 4 segments of 40000 bytes
-
-
-@pytest.fixture
-def zk_chroot(zookeeper_server) -> str:
-    root = f"/two-agents-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zookeeper_server.hosts)
-    client.start(timeout=15)
-    client.ensure_path(root)
-    client.stop()
-    client.close()
-    return f"{zookeeper_server.hosts}{root}"
 
 
 def _value(partition: int, offset: int) -> bytes:

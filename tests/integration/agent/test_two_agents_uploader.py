@@ -121,6 +121,23 @@ def test_an_idle_pass_asks_redis_and_s3_nothing(side: Side, tmp_path: Path, monk
     assert [r[1] for r in side.ranges()] == [0, 8]  # and nothing was lost from the registry
 
 
+def test_remote_retentions_sweep_keeps_a_straddling_upload_not_registered_yet(side: Side, tmp_path: Path) -> None:
+    """The other leader registered 8..15; our segment 0..23 (based below it) is uploaded to be
+    registered from 16. Until it is, its objects lie below every registered base: the sweep for
+    crash leftovers must not take them for orphans (its .log reaches the live offsets)."""
+    from tiered_kafka_agent.config import RemoteRetentionSettings
+    from tiered_kafka_agent.retention import RemoteRetention
+
+    batches = [_batch(i, 1024) for i in range(6)]
+    side.register_theirs(_replica(tmp_path / "a", batches, [1, 3]), 8)  # theirs: 0..7, 8..15, active 16
+    _upload(side.store, _replica(tmp_path / "b", batches, [5]), 0, first_offset=16)  # ours: 0..23, active 24
+    ours = {k for k, _ in side.store.list_keys(side.store.keyspace.partition_prefix("t", 0)) if f"{0:020d}." in k}
+    assert side.key(0) in ours
+    RemoteRetention(side.registry, side.store, RemoteRetentionSettings(bytes=10**12), RetryPolicy(max_attempts=3, base_s=0.01)).run_once()
+    assert {k for k, _ in side.store.list_keys(side.store.keyspace.partition_prefix("t", 0)) if f"{0:020d}." in k} == ours
+    assert [r[1] for r in side.ranges()] == [8]
+
+
 def test_an_unregistered_prefix_left_by_a_dead_leader_is_adopted(side: Side, tmp_path: Path) -> None:
     """The old leader uploaded [0..19] and died before registering; our replica rolled later
     ([0..27]). No wait, no gap: its object is registered, our offsets past it as a tail."""

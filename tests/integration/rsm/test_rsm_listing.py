@@ -65,6 +65,27 @@ def test_segments_of_one_lineage_overlapping_in_part_are_both_served(s3_server: 
         assert read_records_endpoint(url, "moved") == EXPECTED
 
 
+@pytest.mark.parametrize("compression", [False, True])
+def test_manifests_without_segment_metadata_are_read_to_their_last_batch(s3_server: Any, s3_bucket: str, compression: bool) -> None:
+    """Manifests of RSM versions before ``remoteLogSegmentMetadata``: a segment ends where the next
+    one starts, the last one where its last batch ends (offset index, then batch headers)."""
+    topic_id = random_uuid()
+    keys = [
+        write_rsm_segment(s3_server.client(), s3_bucket, prefix=PREFIX, topic="old", topic_id=topic_id, partition=0, segment_dir_or_files=log_path(name),
+                          chunk_size=CHUNK_SIZE, compression=compression, segment_metadata=False)
+        for name in SEGMENTS
+    ]
+    bucket = RsmBucket(s3_server, s3_bucket, {"old": topic_id}, {"old": keys}, b"", b"")
+    with rsm_gateway(bucket, key_ring={}) as url:
+        detail = httpx.get(f"{url}/v1/clusters/rsm/topics/old/partitions/0", timeout=60)
+        assert detail.status_code == 200, detail.text
+        remote = detail.json()["remote"]
+        assert (remote["earliest_offset"], remote["latest_offset"], remote["segment_count"]) == (0, LAST, len(SEGMENTS))
+        got, _ = read_through_plans(url, "old")
+        assert got == EXPECTED
+        assert read_records_endpoint(url, "old") == EXPECTED
+
+
 def test_an_unreadable_manifest_fails_its_own_partition_only(rsm_bucket: RsmBucket) -> None:
     bad = rsm_bucket.keys["plain"][1].object_key("rsm-manifest")
     rsm_bucket.s3_server.client().put_object(Bucket=rsm_bucket.bucket, Key=bad, Body=b"{not json")

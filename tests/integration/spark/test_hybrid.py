@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from tests.integration.spark.conftest import read_options
 from tests.support.agent_env import wait_for
 from tests.support.kafka_clients import value_for
-from tests.support.stack_env import TieredStack, create_tiered_topic
+from tests.support.stack_env import TieredStack, create_tiered_topic, topic_with_a_lost_segment
 
 pytestmark = pytest.mark.integration
 
@@ -262,14 +262,7 @@ def test_a_recorded_remote_gap_is_read_from_kafka(spark: Any, stack: TieredStack
     from tiered_kafka.spark.planning import plan_source
 
     topic = "hybrid-gappy"
-    create_tiered_topic(stack, topic, 1, segment_bytes=16_000)
-    stack.produce(topic, 400, 1)
-    stack.wait_uploaded(topic, 1)
-    segments = stack.registry.segments(topic, 0)
-    assert len(segments) >= 4
-    lost = segments[1]
-    assert stack.registry.delete_segment(topic, 0, lost.base_offset) is not None
-    stack.registry.record_gap(topic, 0, lost.base_offset, lost.last_offset, "test: segment lost")
+    lost = topic_with_a_lost_segment(stack, topic, 400)
     high = watermarks(stack, topic, 1)[0][1]
 
     options = hybrid_options(stack, "REMOTE_PREFERRED", subscribe=topic)

@@ -16,7 +16,7 @@ import pytest
 from tests.integration.spark.conftest import read_options, start_parquet_stream, stream_reached
 from tests.support.agent_env import wait_for
 from tests.support.kafka_clients import value_for
-from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server
+from tests.support.stack_env import TieredStack, create_tiered_topic, topic_with_a_lost_segment, gateway_server
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
 
 pytestmark = pytest.mark.integration
@@ -118,14 +118,7 @@ def test_max_offsets_per_trigger_gives_several_micro_batches(spark: Any, stack: 
 
 def test_fail_on_data_loss_on_a_recorded_gap(spark: Any, stack: TieredStack, tmp_path: Path) -> None:
     topic = "stream-gappy"
-    create_tiered_topic(stack, topic, 1, segment_bytes=16_000)
-    stack.produce(topic, 600, 1)
-    stack.wait_uploaded(topic, 1)
-    segments = stack.registry.segments(topic, 0)
-    assert len(segments) >= 4
-    lost = segments[1]
-    assert stack.registry.delete_segment(topic, 0, lost.base_offset) is not None
-    stack.registry.record_gap(topic, 0, lost.base_offset, lost.last_offset, "test: segment lost")
+    lost = topic_with_a_lost_segment(stack, topic, 600)
     end = remote_ends(stack, topic, 1)[0]
 
     message = rf"{topic}-0: remote storage lacks offsets {lost.base_offset}..{lost.last_offset} \(test: segment lost\); set failOnDataLoss=false"

@@ -114,6 +114,28 @@ def test_an_unknown_topic_is_in_neither_tier(view) -> None:  # type: ignore[no-u
         hybrid_planning.HybridContext(opts, Gateway([(0, 9)]))  # type: ignore[arg-type]
 
 
+def test_a_named_topic_the_token_may_not_read_is_an_error_not_a_kafka_only_read(view) -> None:  # type: ignore[no-untyped-def]
+    """The gateway's listing hides topics the token may not read; Kafka lists them. A hybrid read of
+    one raises TOPIC_AUTHORIZATION_FAILED (the modes rule: never a fallback to Kafka), as REMOTE_ONLY does."""
+    from tiered_kafka.errors import TopicAuthorizationError
+
+    class Forbidding(Gateway):
+        def partition(self, topic: str, partition: int) -> PartitionExtent:
+            if topic == "secret":
+                raise TopicAuthorizationError("not authorized to read 'secret'", topic=topic)
+            return super().partition(topic, partition)
+
+    class KafkaHasIt(View):
+        def partitions(self) -> dict[str, list[int]]:
+            return {"t": [0], "secret": [0]}
+
+    view(KafkaHasIt(0, 10))
+    for selection in ({"subscribe": "secret"}, {"assign": '{"secret":[0]}'}):
+        opts = parse_options({"tiered.gateway.url": "http://gw", "tiered.cluster": "c", "tiered.mode": "REMOTE_PREFERRED", "kafka.bootstrap.servers": "b", **selection})
+        with pytest.raises(TopicAuthorizationError, match="secret"):
+            hybrid_planning.HybridContext(opts, Forbidding([(0, 9)]))  # type: ignore[arg-type]
+
+
 def test_a_micro_batch_reuses_the_bounds_latest_offsets_learned(view, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     view(View(0, 40))
     made: list[object] = []
