@@ -30,10 +30,12 @@ Decisions:
   watermark that went back after an unclean leader election): the micro-batch reports it as data
   loss (``failOnDataLoss``), as Spark's ``KafkaMicroBatchStream`` does.
 - One ``KafkaView`` (one ``AdminClient``) per Kafka configuration serves every plan of the process
-  (:func:`kafka_view`). The bounds :func:`latest_offsets` learned serve the micro-batch planned
-  right after it (same ``ReadOptions`` object, every partition known), no later one, as the
-  REMOTE_ONLY stream reuses its listing: the executor's reader copes with Kafka's log start moving
-  meanwhile (``kafka_reading``: remote storage's, or data loss).
+  (:func:`kafka_view`). The bounds :func:`initial_offsets` and :func:`latest_offsets` learned (the
+  ``HybridContext`` they return) serve the next call of the same stream that is handed them (the
+  ``StreamPlanner`` keeps it: an AvailableNow start's ``latestOffset``, the micro-batch planned right
+  after a ``latestOffset``, when every partition is known), no later one, as the REMOTE_ONLY stream
+  reuses its listing: the executor's reader copes with Kafka's log start moving meanwhile
+  (``kafka_reading``: remote storage's, or data loss).
 """
 
 from __future__ import annotations
@@ -203,36 +205,43 @@ def hybrid_tasks(context: HybridContext, offsets: Sequence[OffsetRange], warning
 # -- streams ----------------------------------------------------------------------------------------
 
 
-_reuse: dict[int, tuple[ReadOptions, HybridContext]] = {}  # latest_offsets' context, for the next micro-batch (module doc)
-_reuse_lock = threading.Lock()
-
-
-def initial_offsets(options: ReadOptions, gateway: GatewayClient, warnings: list[str]) -> dict[TopicPartition, int]:
-    """Where a new hybrid stream starts: ``startingOffsets`` (default latest) against both tiers."""
+def initial_offsets(options: ReadOptions, gateway: GatewayClient, warnings: list[str]) -> tuple[dict[TopicPartition, int], HybridContext]:
+    """Where a new hybrid stream starts: ``startingOffsets`` (default latest) against both tiers;
+    with the bounds learned (module doc: they may serve the next ``latest_offsets``)."""
     context = HybridContext(options, gateway)
-    return {tp: context.resolve(options.starting, tp, warnings, starting=True) for tp in context.partitions}
+    return {tp: context.resolve(options.starting, tp, warnings, starting=True) for tp in context.partitions}, context
 
 
-def latest_offsets(options: ReadOptions, gateway: GatewayClient, start: Mapping[TopicPartition, int]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+def latest_offsets(
+    options: ReadOptions, gateway: GatewayClient, start: Mapping[TopicPartition, int], context: HybridContext | None = None
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], HybridContext]:
     """(Kafka's end per partition, as reported: below ``start`` after a high watermark went back,
-    which the micro-batch reports as data loss; earliest offsets of partitions new to ``start``)."""
-    context = HybridContext(options, gateway, strict=False)
-    with _reuse_lock:
-        _reuse[id(options)] = (options, context)
+    which the micro-batch reports as data loss; earliest offsets of partitions new to ``start``;
+    the bounds learned, for the micro-batch planned next). ``context``: bounds just learned to use
+    instead of asking both tiers again."""
+    if context is None:
+        context = HybridContext(options, gateway, strict=False)
     latest = dict(start)
     earliest = {}
     for tp in context.partitions:
         latest[tp] = context.kafka[tp].end
         if tp not in start:
             earliest[tp] = context.earliest(tp)
-    return latest, earliest
+    return latest, earliest, context
 
 
-def plan_micro_batch(options: ReadOptions, gateway: GatewayClient, start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], warnings: list[str], data_loss) -> list[ReadTask]:  # type: ignore[no-untyped-def]
-    """The tasks of a hybrid micro-batch [start, end); ``data_loss(message)`` applies ``failOnDataLoss``."""
-    with _reuse_lock:
-        options_used, context = _reuse.pop(id(options), (None, None))
-    if options_used is not options or context is None or not set(end) <= set(context.partitions):
+def plan_micro_batch(  # type: ignore[no-untyped-def]
+    options: ReadOptions,
+    gateway: GatewayClient,
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    warnings: list[str],
+    data_loss,
+    context: HybridContext | None = None,
+) -> list[ReadTask]:
+    """The tasks of a hybrid micro-batch [start, end); ``data_loss(message)`` applies ``failOnDataLoss``;
+    ``context``: the bounds ``latest_offsets`` just learned (used when they know every partition)."""
+    if context is None or not set(end) <= set(context.partitions):
         context = HybridContext(options, gateway, partitions=sorted(end))
     ranges = []
     for tp, last in sorted(end.items()):

@@ -187,6 +187,7 @@ class StreamPlanner:
         self.client = client
         self.warnings: list[str] = []
         self._listing: tuple[dict[str, list[int]], dict[TopicPartition, PartitionExtent]] | None = None  # (topics, extents): the last listing
+        self._bounds: Any = None  # the hybrid modes' last HybridContext not yet used (hybrid_planning module doc)
 
     def extents(self, *, strict: bool, reuse: bool = False) -> dict[TopicPartition, PartitionExtent]:
         """Remote extents of the partitions read (``strict``: unknown topics or partitions are errors),
@@ -208,7 +209,8 @@ class StreamPlanner:
         if reads_kafka(read.mode):
             from tiered_kafka.spark import hybrid_planning  # the hybrid modes only: a REMOTE_ONLY stream's runner skips its imports
 
-            return hybrid_planning.initial_offsets(read, self.client, self.warnings)
+            offsets, self._bounds = hybrid_planning.initial_offsets(read, self.client, self.warnings)
+            return offsets
         extents = self.extents(strict=True, reuse=True)
         out: PartitionOffsets = {}
         for tp, extent in extents.items():
@@ -226,7 +228,9 @@ class StreamPlanner:
         if reads_kafka(self.options.read.mode):  # Kafka's end: history from remote storage, then live Kafka
             from tiered_kafka.spark import hybrid_planning
 
-            return hybrid_planning.latest_offsets(self.options.read, self.client, start)
+            bounds, self._bounds = (self._bounds if reuse else None), None
+            latest, earliest, self._bounds = hybrid_planning.latest_offsets(self.options.read, self.client, start, bounds)
+            return latest, earliest
         latest: PartitionOffsets = dict(start)
         earliest: PartitionOffsets = {}
         for tp, extent in self.extents(strict=False, reuse=reuse).items():
@@ -248,7 +252,8 @@ class StreamPlanner:
         if reads_kafka(read.mode):
             from tiered_kafka.spark import hybrid_planning
 
-            return hybrid_planning.plan_micro_batch(read, self.client, start, end, self.warnings, self._data_loss)
+            bounds, self._bounds = self._bounds, None  # one learning serves the micro-batch planned right after it, no later one
+            return hybrid_planning.plan_micro_batch(read, self.client, start, end, self.warnings, self._data_loss, bounds)
         listed = {} if self._listing is None else self._listing[1]
         self._listing = None  # one listing serves the micro-batch planned right after it, no later one
         missing = [tp for tp in end if tp not in listed]

@@ -69,7 +69,7 @@ def test_a_high_watermark_that_goes_back_is_data_loss(view) -> None:  # type: ig
     """After an unclean election Kafka's end (40) is below the stream's position (100): reported, never hidden."""
     view(View(0, 40))
     gateway = Gateway([(0, 29)])
-    latest, _earliest = hybrid_planning.latest_offsets(options(), gateway, {TP: 100})  # type: ignore[arg-type]
+    latest, _earliest, _bounds = hybrid_planning.latest_offsets(options(), gateway, {TP: 100})  # type: ignore[arg-type]
     assert latest == {TP: 40}
     lost: list[str] = []
     assert hybrid_planning.plan_micro_batch(options(), gateway, {TP: 100}, latest, [], lost.append) == []  # type: ignore[arg-type]
@@ -148,11 +148,38 @@ def test_a_micro_batch_reuses_the_bounds_latest_offsets_learned(view, monkeypatc
 
     monkeypatch.setattr(hybrid_planning, "HybridContext", Counting)
     opts, gateway = options(), Gateway([(0, 29)])
-    latest, _ = hybrid_planning.latest_offsets(opts, gateway, {TP: 40})  # type: ignore[arg-type]
-    hybrid_planning.plan_micro_batch(opts, gateway, {TP: 40}, latest, [], lambda m: None)  # type: ignore[arg-type]
+    latest, _, bounds = hybrid_planning.latest_offsets(opts, gateway, {TP: 40})  # type: ignore[arg-type]
+    hybrid_planning.plan_micro_batch(opts, gateway, {TP: 40}, latest, [], lambda m: None, bounds)  # type: ignore[arg-type]
     assert len(made) == 1
     hybrid_planning.plan_micro_batch(opts, gateway, {TP: 40}, latest, [], lambda m: None)  # type: ignore[arg-type]
     assert len(made) == 2  # no later one
+
+
+def test_a_stream_planner_learns_both_tiers_bounds_once_per_call_it_serves(view, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """An AvailableNow start (initialOffset, then latestOffset with reuse) and the micro-batch right
+    after share one learning of both tiers' bounds; the planner holds it, not a module global."""
+    from tiered_kafka.spark.stream_planning import StreamPlanner, parse_stream_options
+
+    view(View(0, 40))
+    made: list[object] = []
+    real = hybrid_planning.HybridContext
+
+    class Counting(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(hybrid_planning, "HybridContext", Counting)
+    stream = parse_stream_options({"tiered.gateway.url": "http://gw", "tiered.cluster": "c", "assign": '{"t":[0]}', "tiered.mode": "REMOTE_PREFERRED",
+                                   "kafka.bootstrap.servers": "b", "startingOffsets": "earliest"})
+    planner = StreamPlanner(stream, Gateway([(0, 29)]))  # type: ignore[arg-type]
+    start = planner.initial_offsets()
+    latest, _ = planner.latest_offsets(start, reuse=True)
+    assert len(made) == 1 and latest == {TP: 40}
+    assert planner.plan_micro_batch(start, latest)
+    assert len(made) == 1
+    planner.plan_micro_batch(start, latest)
+    assert len(made) == 2  # one learning serves one call, no later one
 
 
 def test_remote_retention_moving_after_resolution_hands_the_offsets_to_kafka(view) -> None:  # type: ignore[no-untyped-def]
