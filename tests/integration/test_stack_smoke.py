@@ -44,7 +44,7 @@ def test_stack_runs_the_demo_and_stops_cleanly(tmp_path) -> None:
     assert err.rstrip().endswith("stopping ..."), err[-2000:]
     kafka = re.search(r"^Kafka\s+127\.0\.0\.1:\d+ .*log\.dirs (\S+),", out, re.M)
     assert kafka, out
-    assert re.search(r"^Agent\s+http://127\.0\.0\.1:\d+/metrics .*leadership from ZooKeeper", out, re.M), out
+    assert re.search(r"^Agent\s+http://127\.0\.0\.1:\d+/metrics .*leadership from Kafka's Admin API", out, re.M), out
     segments = re.search(r"segments on disk: partition 0: (\d+), partition 1: (\d+)", out)
     assert segments and int(segments[1]) > 1 and int(segments[2]) > 1
     on_disk = {0: int(segments[1]), 1: int(segments[2])}

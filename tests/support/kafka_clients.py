@@ -1,18 +1,43 @@
-"""confluent-kafka helpers shared by the tests that run against the development broker."""
+"""confluent-kafka helpers shared by the tests that run against real Kafka brokers."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tiered_kafka_dev.services import KAFKA_VERSION, topic_configs
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, version: str = KAFKA_VERSION, **configs: str) -> None:
+    """Create a topic with topic configs under Kafka's names; a ``segment.bytes`` below Kafka 4.x's
+    1 MiB minimum becomes Kafka's test-only ``internal.segment.bytes`` (``topic_configs``), so tests keep
+    their small segments. Returns once every partition has a leader that a producer sees."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1, config=configs)]).values():
+    futures = admin.create_topics([NewTopic(name, partitions, replication, config=topic_configs(configs, version))])
+    for future in futures.values():
         future.result(timeout=30)
+    del futures, admin
+    _wait_leaders(bootstrap, name, partitions)
+
+
+def _wait_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            described = producer.list_topics(topic, timeout=5).topics.get(topic)
+            if described is not None and described.error is None and len(described.partitions) == partitions and all(p.leader >= 0 for p in described.partitions.values()):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"topic {topic}: no leader for every partition within {timeout_s} s")
+            time.sleep(0.05)
+    finally:
+        del producer
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[int, bytes, bytes]], **config: object) -> None:
@@ -73,3 +98,35 @@ def value_for(i: int) -> bytes:
     head = f"{i:010d}|".encode()
     noise = (i * 2654435761 % 2**32).to_bytes(4, "big") * 16
     return (head + noise + b"the quick brown fox jumps over the lazy dog " * 24)[:1024]
+
+
+class FetchRequests:
+    """The Fetch requests clients sent to the brokers, as librdkafka's own statistics count them
+    (``statistics.interval.ms`` and ``stats_cb``: each broker's ``req.Fetch``): how a test sees that a
+    client read no data from Kafka, since a broker offers no per-client fetch log.
+
+    ``FetchRequests().config()`` goes into a client's configuration (a TieredConsumer passes it to
+    its inner consumer); several clients may share one counter (keyed by librdkafka's client name).
+    Statistics are delivered by the client's poll/consume, every ``interval_ms``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_client: dict[str, int] = {}
+        self.reports = 0
+
+    def config(self, interval_ms: int = 100) -> dict[str, Any]:
+        return {"statistics.interval.ms": interval_ms, "stats_cb": self._on_stats}
+
+    def _on_stats(self, raw: str) -> None:
+        stats = json.loads(raw)
+        fetches = sum(int(broker.get("req", {}).get("Fetch", 0)) for broker in stats.get("brokers", {}).values())
+        with self._lock:
+            self._by_client[stats["name"]] = max(fetches, self._by_client.get(stats["name"], 0))
+            self.reports += 1
+
+    @property
+    def total(self) -> int:
+        """Fetch requests sent so far by every client reporting here."""
+        with self._lock:
+            return sum(self._by_client.values())

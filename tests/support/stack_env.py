@@ -1,4 +1,4 @@
-"""The whole stack on loopback for SDK and Spark tests: the development broker, the agent uploading
+"""The whole stack on loopback for SDK and Spark tests: a real Kafka broker, the agent uploading
 its rotated segments to SeaweedFS and registering them in Redis, and the gateway on uvicorn (real
 HTTP, so presigned URLs are fetched from SeaweedFS as a client anywhere would)."""
 
@@ -19,13 +19,14 @@ from tests.support.kafka_clients import create_topic, produce_numbered
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_dev.services import KafkaServer
 from tiered_kafka_dev.services._process import free_ports
 from tiered_kafka_dev.stack import GatewayServer
 
 
 @dataclass
 class TieredStack:
-    broker: Any  # BrokerThread
+    broker: Any  # tiered_kafka_dev.services.KafkaServer
     bootstrap: str
     gateway_url: str
     agent: AgentSettings
@@ -78,36 +79,34 @@ class TieredStack:
 
 
 @contextlib.contextmanager
-def tiered_stack(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, **gateway: Any) -> Iterator[TieredStack]:
-    """Broker + agent (static leadership) + gateway, all stopped on exit (gateway, agent; the broker by its fixture)."""
+def tiered_stack(start_kafka: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, **gateway: Any) -> Iterator[TieredStack]:
+    """Broker + agent (static leadership) + gateway, all stopped on exit (gateway, agent; the broker by
+    its fixture). ``start_kafka(log_dir)`` starts a broker (the ``start_kafka`` fixture)."""
     log_dir = tmp_path / "logs"
-    broker = start_dev_broker(log_dir)
+    broker = start_kafka(log_dir)
     settings = agent_settings(log_dir, redis_server, s3_server, bucket)
-    with Agent(settings), gateway_server(settings, s3_server, broker.broker.bootstrap_servers, **gateway) as url:
-        yield TieredStack(broker, broker.broker.bootstrap_servers, url, settings, log_dir, registry_for(settings))
+    with Agent(settings), gateway_server(settings, s3_server, broker.bootstrap_servers, **gateway) as url:
+        yield TieredStack(broker, broker.bootstrap_servers, url, settings, log_dir, registry_for(settings))
 
 
 @contextlib.contextmanager
 def own_tiered_stack(root: Path, redis_server: Any, s3_server: Any, bucket_prefix: str) -> Iterator[TieredStack]:
     """A stack with its own broker (started here, stopped on exit) in ``root`` and its own bucket:
     for module- or package-scoped fixtures, which cannot use the function-scoped broker fixture."""
-    from tiered_kafka_dev.broker.config import BrokerConfig
-    from tiered_kafka_dev.broker.server import Broker
-
     bucket = s3_server.create_bucket(f"{bucket_prefix}-{uuid.uuid4().hex[:12]}")
-    started: list[Any] = []
+    started: list[KafkaServer] = []
 
-    def start_broker(log_dir: Path | None = None, **config: Any) -> Any:
-        thread = Broker(BrokerConfig(log_dir=log_dir or root / "kafka-logs", **config)).run_in_thread()
-        started.append(thread)
-        return thread
+    def start_broker(log_dir: Path | None = None, **options: Any) -> KafkaServer:
+        server = KafkaServer(log_dir=log_dir or root / "kafka-logs", **options)
+        started.append(server)
+        return server.start()
 
     try:
         with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
             yield stack
     finally:
-        for thread in reversed(started):
-            thread.stop()
+        for server in reversed(started):
+            server.stop()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Real local services for tests and local runs: Redis, ZooKeeper and an S3 endpoint (SeaweedFS).
+"""Real local services for tests and local runs: Apache Kafka (from Maven Central), Redis, ZooKeeper and
+an S3 endpoint (SeaweedFS).
 
 :class:`RedisClusterServer` runs a Redis Cluster (three masters, one replica each) from the same binaries.
 
@@ -13,6 +14,7 @@ The programs come from ``dev/install.sh``; a missing one raises :class:`MissingB
 """
 
 from ._haproxy import HAProxyServer
+from ._kafka import KAFKA_VERSION, KAFKA_ZK_VERSION, KafkaCluster, KafkaServer, topic_configs
 from ._process import LocalService, MissingBinaryError, ServiceError, ServiceStartError
 from ._redis import RedisServer
 from ._redis_cluster import RedisClusterServer
@@ -22,6 +24,10 @@ from ._zookeeper import ZooKeeperServer
 
 __all__ = [
     "HAProxyServer",
+    "KAFKA_VERSION",
+    "KAFKA_ZK_VERSION",
+    "KafkaCluster",
+    "KafkaServer",
     "LocalService",
     "MissingBinaryError",
     "RedisClusterServer",
@@ -31,4 +37,5 @@ __all__ = [
     "ServiceStartError",
     "SparkStandaloneCluster",
     "ZooKeeperServer",
+    "topic_configs",
 ]
