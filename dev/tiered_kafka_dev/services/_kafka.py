@@ -46,7 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from ._process import LOOPBACK, LocalService, MissingBinaryError, ServiceError, find_executable, free_ports
+from ._process import LOOPBACK, LocalService, MissingBinaryError, ServiceError, ServiceStartError, find_executable, free_ports, log_tail
 
 __all__ = [
     "KAFKA_VERSION",
@@ -82,9 +82,14 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "auto.create.topics.enable": "true",
+    # A SIGKILLed KRaft broker restarting is refused (DUPLICATE_BROKER_REGISTRATION) until the controller
+    # fences its previous incarnation after broker.session.timeout.ms (Kafka: 9000, heartbeat 2000).
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
 }
 """Broker settings changed from Kafka's defaults for local runs; any of them can be overridden."""
 
+_CLUSTER_READY_S = 180.0
 _JVM_OPTIONS = (
     "-XX:+UseSerialGC",
     "-XX:-UsePerfData",  # no /tmp/hsperfdata_<user>/<pid> file
@@ -135,8 +140,13 @@ def topic_configs(configs: Mapping[str, str], version: str = KAFKA_VERSION) -> d
 
 
 def new_cluster_id() -> str:
-    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` writes it: 16 bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A cluster id as Kafka's ``Uuid.randomUuid().toString()`` writes it: 16 bytes, URL-safe base64, no padding,
+    and, as Kafka's ``Uuid.randomUuid`` loops for, not starting with ``-`` (the storage tool's ``-t <id>`` would
+    read such an id as an option: "argument --cluster-id/-t: expected one argument")."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _java() -> str:
@@ -156,7 +166,7 @@ class KafkaServer(LocalService):
 
     name: ClassVar[str] = "Kafka"
     stop_grace_s: ClassVar[float] = 30.0  # controlled shutdown moves leadership first
-    default_startup_timeout_s: ClassVar[float] = 90.0
+    default_startup_timeout_s: ClassVar[float] = 180.0  # generous: 2 CPUs shared with every other JVM
 
     def __init__(
         self,
@@ -263,11 +273,15 @@ class KafkaServer(LocalService):
         return [*java, "-cp", classpath, "kafka.Kafka", str(properties)]
 
     def _format(self, java: Sequence[str], classpath: str, properties: Path, workdir: Path) -> None:
-        """``kafka-storage.sh format``: writes meta.properties and the bootstrap checkpoint."""
+        """``kafka-storage.sh format``: writes meta.properties and the bootstrap checkpoint. A refusal
+        (a bad setting is found here first) is a :class:`ServiceStartError` with the tool's output."""
         command = [*java, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(properties), "--ignore-formatted"]
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
+        log_path = workdir / "format.log"
+        with log_path.open("wb") as log_file:
+            done = subprocess.run(command, cwd=workdir, stdout=log_file, stderr=subprocess.STDOUT, timeout=180, check=False)
         if done.returncode != 0:
-            raise ServiceError(f"Kafka {self.version}: formatting {self.log_dir} failed (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+            reason = f"formatting {self.log_dir} with Kafka's storage tool failed (exit {done.returncode})"
+            raise ServiceStartError(self.name, reason, command, log_path, log_tail(log_path))
 
     def _probe(self) -> bool:
         return _ready(self.bootstrap_servers, self.node_id, produce=self._wait_for_quorum)
@@ -367,10 +381,10 @@ class KafkaCluster:
             with ThreadPoolExecutor(len(self.brokers)) as pool:
                 for future in [pool.submit(b.start) for b in self.brokers]:
                     future.result()
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + _CLUSTER_READY_S
             while not _ready(self.bootstrap_servers, None):
                 if time.monotonic() > deadline:
-                    raise ServiceError("Kafka cluster: no record acknowledged by all replicas within 90 s\n" + self.brokers[0].log_tail())
+                    raise ServiceError(f"Kafka cluster: no record acknowledged within {_CLUSTER_READY_S:g} s\n" + self.brokers[0].log_tail())
                 time.sleep(0.2)
         except BaseException:
             self.stop()
