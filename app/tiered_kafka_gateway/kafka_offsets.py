@@ -4,6 +4,14 @@ Used for the broker's log start offset and high watermark, and for reads of offs
 remote storage. At most ``kafka.max_concurrency`` calls run at once per cluster (a caller waits
 up to ``kafka.timeout_s`` for a slot, then gets 503); consumers are reused, never shared by two
 calls at once, and never join a group (no commits, no rebalances).
+
+Their Fetch requests wait at most :data:`FETCH_WAIT_MAX_MS` for data. A Kafka broker holds a Fetch
+that finds less than ``fetch.min.bytes`` until ``fetch.max.wait.ms`` (librdkafka's
+``fetch.wait.max.ms``, 500 ms by default) has passed, and it answers the requests of one connection
+one at a time, in order. With the default, every read that reached the partition's end waited
+500 ms for the empty Fetch that tells librdkafka it is there (partition EOF), and the next call's
+ListOffsets (the watermarks) waited behind the Fetch still in flight from the call before: 1 to
+1.5 s for a read of the last records.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ _POOLS: dict[str, KafkaPool] = {}
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 _POOLS_LOCK = threading.Lock()
 _ALL_POOLS: list[KafkaPool] = []  # every pool made, including replaced ones, for close_pools
+FETCH_WAIT_MAX_MS = 10
+CONSUME_WAIT_S = 0.02
 
 
 class KafkaPool:
@@ -61,6 +71,7 @@ class KafkaPool:
                         "enable.partition.eof": True,
                         "auto.offset.reset": "error",
                         "isolation.level": isolation_level,
+                        "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,  # a consumer fetches only during a call (module docstring)
                         "socket.timeout.ms": int(self.timeout_s * 1000),
                         "logger": _quiet_logger(),
                     }
@@ -212,7 +223,9 @@ def read(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            for message in consumer.consume(min(max_records - len(messages), 1000), min(remaining, 0.5)):
+            # librdkafka's consume() waits for the whole count until its timeout, even after the
+            # partition's end (EOF) arrived: short waits, so that a read of the last records ends at once
+            for message in consumer.consume(min(max_records - len(messages), 1000), min(remaining, CONSUME_WAIT_S)):
                 error = message.error()
                 if error is not None:
                     code = error.code()

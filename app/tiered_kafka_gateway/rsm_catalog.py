@@ -11,7 +11,11 @@ Two sources, chosen per cluster (``config``: ``clusters.{name}.kind = "kip405"``
   DELETE_SEGMENT_STARTED/FINISHED update or a partition delete arrives. A manifest in the bucket whose
   segment never finished copying (the broker died mid-copy, or the copy failed and was retried under a
   new segment id) is an orphan: it is not served. Refreshed at most every ``cache.listing_ttl_s``
-  (the consumer stays assigned; a refresh reads what was appended since).
+  (the consumer stays assigned; a refresh reads what was appended since). Between refreshes its
+  partitions are paused: a Kafka broker answers one request of a connection at a time, so a
+  ListOffsets (the high watermarks a refresh asks first) queued behind a Fetch waiting for data
+  (``fetch.max.wait.ms``, librdkafka's ``fetch.wait.max.ms``: 500 ms) waited that long, once per
+  partition of the topic (Kafka's default ``remote.log.metadata.topic.num.partitions``: 50).
 * **A listing of manifests** (``ListingCatalog``) otherwise, *best effort*: every
   ``*.rsm-manifest`` under the key prefix (keys parsed from the right, ``tiered_kafka.rsm.keys``).
   A listing cannot tell a finished copy from an orphan, nor see deletions in progress. Overlaps are
@@ -304,22 +308,27 @@ class MetadataCatalog:
                     ErrorCode.KAFKA_UNAVAILABLE,
                     f"Kafka at {self.bootstrap_servers} has no topic {self.topic}: the live segments of this KIP-405 cluster are unknown",
                 )
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)])
+            partitions = [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)]
+            consumer.assign(partitions)
+            consumer.pause(partitions)  # no Fetch before the watermarks are known (module docstring)
         consumer = self._consumer
+        assigned = consumer.assignment()
         lows, ends = {}, {}
-        for tp in consumer.assignment():
+        for tp in assigned:
             lows[tp.partition], ends[tp.partition] = consumer.get_watermark_offsets(tp, timeout=self.timeout_s, cached=False)
-        positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+        positions = {tp.partition: tp.offset for tp in consumer.position(assigned)}
         deadline = time.monotonic() + self.timeout_s
+        consumer.resume(assigned)
         while any(max(positions.get(p, -1), lows[p]) < high for p, high in ends.items()):
             if time.monotonic() > deadline:
                 raise GatewayError(ErrorCode.KAFKA_UNAVAILABLE, f"reading {self.topic} up to its high watermarks took over {self.timeout_s}s")
-            for message in consumer.consume(500, timeout=0.5):
+            for message in consumer.consume(500, timeout=0.05):  # returns at its timeout when fewer are there: short
                 if message.error() is not None:
                     raise GatewayError(ErrorCode.KAFKA_UNAVAILABLE, f"reading {self.topic}: {message.error()}")
                 if message.value() is not None:
                     self._live.apply(decode_record(message.value()))
                 positions[message.partition()] = message.offset() + 1
+        consumer.pause(assigned)  # until the next refresh
 
     def _snapshot(self) -> Partitions:
         """The live segments by topic name; when one name has several live topic ids (deleted and

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.fixtures import FIXTURES, MANIFEST
-from tests.support.kafka_clients import create_topic, produce, value_for
+from tests.support.kafka_clients import create_topic, produce_numbered
 from tiered_kafka.format.checkpoints import format_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_dev.services import KafkaServer
 from tiered_kafka_gateway.app import create_app
 from tiered_kafka_gateway.config import load_settings
 
@@ -41,16 +43,23 @@ def gateway_settings(agent: AgentSettings, s3_server: Any, bootstrap: str | None
     return load_settings(clusters={agent.cluster: cluster}, **overrides)
 
 
-def uploaded_partition(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, topic: str, count: int = 2000) -> tuple[Any, AgentSettings]:
-    """A broker topic whose rotated segments the agent has uploaded and registered."""
-    broker = start_dev_broker(tmp_path / "logs")
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, topic, 1, **{"segment.bytes": "100000", "index.interval.bytes": "4096"})
-    produce(bootstrap, topic, [(0, f"k{i}".encode(), value_for(i)) for i in range(count)], **{"linger.ms": 2, "batch.num.messages": 7})
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, bucket)
+def uploaded_partition(
+    kafka: KafkaServer | Callable[..., KafkaServer], tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str, topic: str, count: int = 2000
+) -> tuple[KafkaServer, AgentSettings]:
+    """A one-partition topic of ``count`` records (``kafka_clients.produce_numbered``) in segments of
+    100 kB (``segment.bytes``), whose rotated segments (every one but the active) the agent has uploaded
+    and registered.
+
+    ``kafka`` is a started broker (prefer the session's shared ``kafka_server``: the agent follows only
+    ``topic``, which must be the test's own, ``unique_topic``), or the ``start_kafka`` factory (a fresh
+    broker on ``tmp_path / "logs"``, for a test that restarts, kills or reconfigures it)."""
+    broker = kafka if isinstance(kafka, KafkaServer) else kafka(tmp_path / "logs")
+    create_topic(broker.bootstrap_servers, topic, 1, **{"segment.bytes": "100000", "index.interval.bytes": "4096"})
+    produce_numbered(broker.bootstrap_servers, topic, 0, count)
+    settings = agent_settings(broker.log_dir, redis_server, s3_server, bucket, topics=only_topics(topic))
     registry = registry_for(settings)
     with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated_bases(tmp_path / "logs" / f"{topic}-0"), what="uploaded")
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated_bases(broker.log_dir / f"{topic}-0"), what="uploaded")
     return broker, settings
 
 

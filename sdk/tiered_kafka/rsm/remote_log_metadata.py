@@ -34,8 +34,10 @@ in that state (``addCopyInProgressSegment``); invalid transitions, updates of un
 ignored, as Kafka does, and counted in ``problems`` (the last ``MAX_PROBLEMS``) and ``problem_count``.
 Only COPY_SEGMENT_FINISHED segments are live. Decision: any partition delete record (MARKED, STARTED or
 FINISHED) ends the partition's life for readers - Kafka only drops its cache at FINISHED, but a topic marked for
-deletion is gone for consumers. Snapshot records (apiKey 3) live in Kafka's local snapshot files, not in the
-topic; they decode, and :meth:`LiveSegments.apply` ignores them.
+deletion is gone for consumers. (Kafka 3.9 and 4.4 in KRaft mode write no partition delete record when a tiered topic is
+deleted: they mark each of its segments DELETE_SEGMENT_STARTED, then DELETE_SEGMENT_FINISHED, as remote retention
+and DeleteRecords do; tests/integration/rsm/test_kip405_real.py.) Snapshot records (apiKey 3) live in Kafka's
+local snapshot files, not in the topic; they decode, and :meth:`LiveSegments.apply` ignores them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Coverage (DESIGN.md, contract 5): a durable coverage start, gaps whatever crashes happen, and the audit.
 
-Real components: the development broker (DeleteRecords moves the log start; its retention task
-deletes the segments below it), Redis, SeaweedFS, and the agent as a process that is SIGKILLed.
+Real components: Apache Kafka (DeleteRecords moves the log start; its retention task deletes the
+segments below it), Redis, SeaweedFS, and the agent as a process that is SIGKILLed. The tests share
+the session's KRaft broker, each with its own topic and an agent limited to it, except the one that
+needs Kafka to write its log-start-offset-checkpoint soon (a broker of its own).
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from tests.support.agent_env import AgentProcess, agent_settings, registry_for, rotated_bases, settings_properties, wait_for
+from tests.support.agent_env import AgentProcess, broker_agent_settings, delete_records, registry_for, rotated_bases, settings_properties, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import CoverageStart
@@ -38,9 +38,7 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 def _delete_records(bootstrap: str, topic: str, before: int, directory: Path) -> None:
     """DeleteRecords up to ``before``, then wait until the broker's retention removed the segments below it."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = next(iter(admin.delete_records([TopicPartition(topic, 0, before)]).values())).result(timeout=30)
-    assert result.low_watermark == before
+    delete_records(bootstrap, topic, before)
     wait_for(lambda: min(int(p.name[:20]) for p in directory.glob("*.log")) == before, what=f"segments below {before} deleted")
 
 
@@ -62,49 +60,48 @@ def _only(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_crash_before_the_first_upload_then_retention_is_a_recorded_gap(
-    start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog
+    kafka_server, redis_server, s3_server, s3_bucket, tmp_path, caplog
 ) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, "fresh", 1, **TOPIC_CONFIG)
-    _produce(bootstrap, "fresh", 0, 600)
-    directory = tmp_path / "logs" / "fresh-0"
+    bootstrap, topic = kafka_server.bootstrap_servers, unique_topic("fresh")
+    create_topic(bootstrap, topic, 1, **TOPIC_CONFIG)
+    _produce(bootstrap, topic, 0, 600)
+    directory = kafka_server.log_dir / f"{topic}-0"
     rotated = rotated_bases(directory)
     assert len(rotated) >= 5
 
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    settings = broker_agent_settings(kafka_server, [topic], redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     crashed = AgentProcess(settings, tmp_path / "agent.properties", crash_at="after_coverage_start")
     try:
         assert crashed.wait(120) == -signal.SIGKILL, crashed.output()[-3000:]
     finally:
         crashed.stop()
-    start = registry.coverage_start("fresh", 0)
+    start = registry.coverage_start(topic, 0)
     assert start is not None and start.offset == 0
-    assert registry.segments("fresh", 0) == []  # it died before its first upload
+    assert registry.segments(topic, 0) == []  # it died before its first upload
 
     # while the agent is down, retention deletes the first segments
     survivor = rotated[2]
-    _delete_records(bootstrap, "fresh", survivor, directory)
+    _delete_records(bootstrap, topic, survivor, directory)
 
     caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
     with Agent(settings) as agent:
         expected = [b for b in rotated if b >= survivor]
-        wait_for(lambda: [s.base_offset for s in registry.segments("fresh", 0)] == expected, what="the survivors registered")
-        assert registry.gaps("fresh", 0)[0].start_offset == 0
-        gaps = registry.gaps("fresh", 0)
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == expected, what="the survivors registered")
+        assert registry.gaps(topic, 0)[0].start_offset == 0
+        gaps = registry.gaps(topic, 0)
         assert [(g.start_offset, g.end_offset) for g in gaps] == [(0, survivor - 1)]
         assert "deleted before upload" in gaps[0].reason
-        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="fresh") == 1
-        marker = agent.keyspace.gap_key("fresh", 0, 0, survivor - 1)
+        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic=topic) == 1
+        marker = agent.keyspace.gap_key(topic, 0, 0, survivor - 1)
         assert json.loads(s3_server.client().get_object(Bucket=s3_bucket, Key=marker)["Body"].read())["start_offset"] == 0
     assert any("GAP offsets 0.." in r.getMessage() for r in caplog.records)
-    assert registry.coverage_start("fresh", 0) == start  # the first observation stands
+    assert registry.coverage_start(topic, 0) == start  # the first observation stands
 
     # no offset lost silently, none twice: gap + contiguous segments + Kafka's active segment
-    entries = registry.segments("fresh", 0)
+    entries = registry.segments(topic, 0)
     assert all(a.last_offset + 1 == b.base_offset for a, b in zip(entries, entries[1:]))
-    code, report, stderr = _audit(settings, bootstrap, tmp_path, "fresh")
+    code, report, stderr = _audit(settings, bootstrap, tmp_path, topic)
     assert code == 0, (report, stderr)
     found = _only(report)
     assert found["coverage_start"]["offset"] == 0 and found["unaccounted"] == []
@@ -113,26 +110,25 @@ def test_a_crash_before_the_first_upload_then_retention_is_a_recorded_gap(
     assert [(g["start_offset"], g["end_offset"]) for g in found["gaps"]] == [(0, survivor - 1)]
 
 
-def test_the_audit_names_an_unaccounted_range(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, "audited", 1, **TOPIC_CONFIG)
-    _produce(bootstrap, "audited", 0, 600)
-    directory = tmp_path / "logs" / "audited-0"
+def test_the_audit_names_an_unaccounted_range(kafka_server, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    bootstrap, topic = kafka_server.bootstrap_servers, unique_topic("audited")
+    create_topic(bootstrap, topic, 1, **TOPIC_CONFIG)
+    _produce(bootstrap, topic, 0, 600)
+    directory = kafka_server.log_dir / f"{topic}-0"
     rotated = rotated_bases(directory)
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    settings = broker_agent_settings(kafka_server, [topic], redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings) as agent:
-        wait_for(lambda: [s.base_offset for s in registry.segments("audited", 0)] == rotated, what="all registered")
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated, what="all registered")
         store = agent.store
     assert _audit(settings, bootstrap, tmp_path)[0] == 0
 
     # by hand, without recording a gap: a middle segment leaves the registry and S3, and Kafka
     # deletes everything below the segment after it
-    victim = registry.segments("audited", 0)[2]
-    assert registry.delete_segment("audited", 0, victim.base_offset) == victim
-    store.delete_segment_objects("audited", 0, victim.base_offset, [FileKind(k) for k in victim.files])
-    _delete_records(bootstrap, "audited", rotated[4], directory)
+    victim = registry.segments(topic, 0)[2]
+    assert registry.delete_segment(topic, 0, victim.base_offset) == victim
+    store.delete_segment_objects(topic, 0, victim.base_offset, [FileKind(k) for k in victim.files])
+    _delete_records(bootstrap, topic, rotated[4], directory)
 
     code, report, _ = _audit(settings, bootstrap, tmp_path)
     assert code == 1
@@ -145,7 +141,7 @@ def test_the_audit_names_an_unaccounted_range(start_dev_broker, redis_server, s3
     assert text.returncode == 1
     assert f"UNACCOUNTED:    {victim.base_offset}..{victim.last_offset}" in text.stdout
 
-    registry.record_gap("audited", 0, victim.base_offset, victim.last_offset, "deleted by hand")
+    registry.record_gap(topic, 0, victim.base_offset, victim.last_offset, "deleted by hand")
     assert _audit(settings, bootstrap, tmp_path)[0] == 0
 
     # a topic nobody knows: not an empty success
@@ -154,72 +150,74 @@ def test_the_audit_names_an_unaccounted_range(start_dev_broker, redis_server, s3
 
 
 def test_gaps_are_checked_after_remote_retention_emptied_the_partition(
-    start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path, caplog
+    kafka_server, redis_server, s3_server, s3_bucket, tmp_path, caplog
 ) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, "aged", 1, **TOPIC_CONFIG)
-    _produce(bootstrap, "aged", 0, 400)
-    directory = tmp_path / "logs" / "aged-0"
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket, remote_retention={"interval_s": 3600})
+    bootstrap, topic = kafka_server.bootstrap_servers, unique_topic("aged")
+    create_topic(bootstrap, topic, 1, **TOPIC_CONFIG)
+    _produce(bootstrap, topic, 0, 400)
+    directory = kafka_server.log_dir / f"{topic}-0"
+    settings = broker_agent_settings(kafka_server, [topic], redis_server, s3_server, s3_bucket, remote_retention={"interval_s": 3600})
     registry = registry_for(settings)
     with Agent(settings) as agent:
         first_round = rotated_bases(directory)
-        wait_for(lambda: [s.base_offset for s in registry.segments("aged", 0)] == first_round, what="all registered")
-        accounted = registry.segments("aged", 0)[-1].next_offset
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == first_round, what="all registered")
+        accounted = registry.segments(topic, 0)[-1].next_offset
         agent.retention.settings = agent.retention.settings.model_copy(update={"bytes": 0})
         assert len(agent.retention.run_once()) == len(first_round)
-    assert registry.segments("aged", 0) == [] and registry.partition_info("aged", 0).is_empty
-    coverage = registry.coverage("aged", 0)
+    assert registry.segments(topic, 0) == [] and registry.partition_info(topic, 0).is_empty
+    coverage = registry.coverage(topic, 0)
     assert (coverage.next_offset, coverage.expired_until) == (accounted, accounted)  # still known
 
     # the agent is down; more data rolls, and Kafka deletes the first new segments
-    _produce(bootstrap, "aged", 400, 600)
+    _produce(bootstrap, topic, 400, 600)
     second_round = [b for b in rotated_bases(directory) if b >= accounted]
     survivor = second_round[2]
-    _delete_records(bootstrap, "aged", survivor, directory)
+    _delete_records(bootstrap, topic, survivor, directory)
     caplog.set_level(logging.ERROR, logger="tiered_kafka_agent")
     with Agent(settings) as agent:
-        wait_for(lambda: [s.base_offset for s in registry.segments("aged", 0)] == [b for b in second_round if b >= survivor], what="survivors")
-        assert [(g.start_offset, g.end_offset) for g in registry.gaps("aged", 0)] == [(accounted, survivor - 1)]
-        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic="aged") == 1
-        marker = agent.keyspace.gap_key("aged", 0, accounted, survivor - 1)
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == [b for b in second_round if b >= survivor], what="survivors")
+        assert [(g.start_offset, g.end_offset) for g in registry.gaps(topic, 0)] == [(accounted, survivor - 1)]
+        assert agent.metrics.value("tiered_kafka_agent_gaps_total", topic=topic) == 1
+        marker = agent.keyspace.gap_key(topic, 0, accounted, survivor - 1)
         recorded = json.loads(s3_server.client().get_object(Bucket=s3_bucket, Key=marker)["Body"].read())
         assert (recorded["start_offset"], recorded["end_offset"]) == (accounted, survivor - 1)
         store = agent.store
     assert any(f"GAP offsets {accounted}..{survivor - 1}" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
-    code, report, stderr = _audit(settings, bootstrap, tmp_path, "aged")
+    code, report, stderr = _audit(settings, bootstrap, tmp_path, topic)
     assert code == 0, (report, stderr)
     assert _only(report)["expired_until"] == accounted
 
     # the coverage start and the retention mark survive a rebuild from S3 alone
     registered = registry.dump()
-    registry.clear_partition("aged", 0)
-    assert registry.coverage_start("aged", 0) is None
+    registry.clear_partition(topic, 0)
+    assert registry.coverage_start(topic, 0) is None
     report_ = rebuild_registry(store, registry)
     assert report_.coverage_starts == 1
     assert registry.dump() == registered
-    assert registry.coverage_start("aged", 0) == CoverageStart(0, registered["partitions"]["aged-0"]["coverage"]["start"]["observed_ms"])
-    assert _audit(settings, bootstrap, tmp_path, "aged")[0] == 0
+    assert registry.coverage_start(topic, 0) == CoverageStart(0, registered["partitions"][f"{topic}-0"]["coverage"]["start"]["observed_ms"])
+    assert _audit(settings, bootstrap, tmp_path, topic)[0] == 0
 
 
 def test_a_partition_first_followed_late_starts_its_coverage_at_the_observed_log_start(
-    start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path
+    start_kafka, redis_server, s3_server, s3_bucket, tmp_path
 ) -> None:
     """Offsets deleted before any agent watched cannot be claimed: the start is the log start seen
-    then, from Kafka's log-start-offset-checkpoint when it is inside the first segment."""
-    broker = start_dev_broker(tmp_path / "logs")
-    bootstrap = broker.broker.bootstrap_servers
+    then, from Kafka's log-start-offset-checkpoint when it is inside the first segment.
+
+    Kafka writes that checkpoint every ``log.flush.start.offset.checkpoint.interval.ms`` (60 s by
+    default), and only for partitions whose log start is past their first segment's base: a
+    broker of its own checks it every 500 ms."""
+    broker = start_kafka(tmp_path / "logs", config={"log.flush.start.offset.checkpoint.interval.ms": 500})
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "late", 1, **TOPIC_CONFIG)
     _produce(bootstrap, "late", 0, 600)
     directory = tmp_path / "logs" / "late-0"
     rotated = rotated_bases(directory)
     inside = rotated[2] + 3  # DeleteRecords inside a segment: the log start is ahead of its base
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    next(iter(admin.delete_records([TopicPartition("late", 0, inside)]).values())).result(timeout=30)
+    delete_records(bootstrap, "late", inside)
     wait_for(lambda: min(int(p.name[:20]) for p in directory.glob("*.log")) == rotated[2], what="earlier segments deleted")
     wait_for(lambda: f"late 0 {inside}" in (tmp_path / "logs" / "log-start-offset-checkpoint").read_text(), what="checkpoint")
-    settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
+    settings = broker_agent_settings(broker, ["late"], redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):
         wait_for(lambda: [s.base_offset for s in registry.segments("late", 0)] == rotated[2:], what="registered")

@@ -1,9 +1,11 @@
-"""Leadership watchers against a real ZooKeeper and the development broker.
+"""Leadership watchers against a real ZooKeeper and Apache Kafka.
 
-ZooKeeper mode: every test gets its own chroot in the session's ZooKeeper, shared by its
-broker(s) and watcher(s), so tests do not see each other's cluster (a broker writes /cluster/id).
-KRaft mode: the development broker without ZooKeeper, read through the Admin API.
-Waits poll with a deadline and never assert on how fast a change arrived.
+ZooKeeper mode: two Kafka 3.9 brokers (1 and 2) in one chroot of the session's ZooKeeper, shared
+by the package's tests (``zookeeper_kafka``); each test creates its own topics (names ending in its
+tag) and watches only those. Leadership moves are Kafka's own: a reassignment handed to the
+controller, then a preferred-leader election. The znodes-by-hand test has a chroot of its own.
+KRaft mode: Kafka 4.x, read through the Admin API (the session's shared broker, or a broker of its
+own when the test stops it). Waits poll with a deadline and never assert on how fast a change arrived.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
+from tests.support.agent_env import wait_for
 from tests.support.kafka_clients import create_topic
 from tiered_kafka_agent.leadership import (
     LEADER_EPOCH_UNKNOWN,
@@ -91,7 +95,7 @@ def led(*items: tuple[str, int, int]) -> dict[TopicPartition, Leadership]:
 
 @pytest.fixture
 def zk_hosts(zookeeper_server) -> Iterator[str]:
-    """A fresh chroot in the session's ZooKeeper: ``127.0.0.1:PORT/leadership-xxxx``."""
+    """A fresh chroot in the session's ZooKeeper: ``127.0.0.1:PORT/leadership-xxxx`` (no broker in it)."""
     root = f"/leadership-{uuid.uuid4().hex[:10]}"
     admin = KazooClient(hosts=zookeeper_server.hosts)
     admin.start(timeout=15)
@@ -122,129 +126,166 @@ def watchers() -> Iterator[list[Any]]:
 
 
 @pytest.fixture
-def start_zk_watcher(zk_hosts, watchers) -> Callable[..., tuple[ZooKeeperLeadershipWatcher, Recorder]]:
-    def start(broker_id: int, topic_filter: TopicFilter | None = None, **kwargs: Any) -> tuple[ZooKeeperLeadershipWatcher, Recorder]:
-        watcher = ZooKeeperLeadershipWatcher(zk_hosts, broker_id, topic_filter or TopicFilter(), **kwargs)
-        recorder = Recorder()
-        watchers.append(watcher)
-        watcher.start(recorder)
-        return watcher, recorder
-
-    return start
+def tag() -> str:
+    """The suffix of this test's topic names: the brokers are shared, so each test watches only its own topics."""
+    return uuid.uuid4().hex[:8]
 
 
 @pytest.fixture
-def zk_broker(start_dev_broker, zk_hosts, tmp_path):
-    """A development broker, node 1, registered in the test's chroot."""
-    return start_dev_broker(tmp_path / "logs", zookeeper_connect=zk_hosts, node_id=1)
+def name(tag) -> Callable[[str], str]:
+    """``name("orders")``: this test's topic ``orders-<tag>``."""
+    return lambda stem: f"{stem}-{tag}"
+
+
+@pytest.fixture
+def mine(tag) -> TopicFilter:
+    """A topic filter accepting this test's topics only."""
+    return TopicFilter(include=[f".*-{tag}"])
+
+
+def _zk_watcher(watchers: list, hosts: str, broker_id: int, topic_filter: TopicFilter, **kwargs: Any) -> tuple[ZooKeeperLeadershipWatcher, Recorder]:
+    watcher = ZooKeeperLeadershipWatcher(hosts, broker_id, topic_filter, **kwargs)
+    recorder = Recorder()
+    watchers.append(watcher)
+    watcher.start(recorder)
+    return watcher, recorder
+
+
+@pytest.fixture
+def start_zk_watcher(zookeeper_kafka, mine, watchers) -> Callable[..., tuple[ZooKeeperLeadershipWatcher, Recorder]]:
+    """A watcher on the shared ZooKeeper-mode brokers' chroot (``zookeeper_kafka``), for this test's topics."""
+    return lambda broker_id, topic_filter=None, **kwargs: _zk_watcher(watchers, zookeeper_kafka.zookeeper_connect, broker_id, topic_filter or mine, **kwargs)
+
+
+@pytest.fixture
+def start_chroot_watcher(zk_hosts, watchers) -> Callable[..., tuple[ZooKeeperLeadershipWatcher, Recorder]]:
+    """A watcher on the test's own chroot, where znodes are written by hand."""
+    return lambda broker_id, **kwargs: _zk_watcher(watchers, zk_hosts, broker_id, TopicFilter(), **kwargs)
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics([name], operation_timeout=30).values():
         future.result(timeout=30)
+    del admin
 
 
 def compaction_warnings(caplog: pytest.LogCaptureFixture, topic: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.levelno == logging.WARNING and r.name == LOGGER and f"topic {topic} " in r.getMessage() and "compact" in r.getMessage()]
 
 
-# -- ZooKeeper mode ----------------------------------------------------------------------------
+# -- ZooKeeper mode: brokers 1 and 2 on Kafka 3.9 (``zookeeper_kafka``), leadership moved by Kafka's controller
 
 
-def test_initial_map_from_a_broker_with_two_topics(zk_broker, start_zk_watcher) -> None:
-    bootstrap = zk_broker.broker.bootstrap_servers
-    create_topic(bootstrap, "orders", 3)
-    create_topic(bootstrap, "events", 2)
+def test_initial_map_from_a_broker_with_two_topics(zookeeper_kafka, name, start_zk_watcher) -> None:
+    orders, events = name("orders"), name("events")
+    zookeeper_kafka.create_topic(orders, [[1]] * 3)
+    zookeeper_kafka.create_topic(events, [[1]] * 2)
 
     watcher, seen = start_zk_watcher(1)
-    expected = led(("orders", 0, 0), ("orders", 1, 0), ("orders", 2, 0), ("events", 0, 0), ("events", 1, 0))
+    expected = led((orders, 0, 0), (orders, 1, 0), (orders, 2, 0), (events, 0, 0), (events, 1, 0))
     assert seen.calls == [expected]  # once at start, complete
     assert watcher.current() == expected
 
-    _, other = start_zk_watcher(2)  # another broker's agent leads nothing here
+    _, other = start_zk_watcher(2)  # broker 2's agent leads nothing here
     assert other.calls == [{}]
 
 
-def test_leadership_moves_away_and_back(zk_broker, start_zk_watcher) -> None:
-    create_topic(zk_broker.broker.bootstrap_servers, "orders", 2)
-    registration = zk_broker.broker.zookeeper
+def test_leadership_moves_away_and_back(zookeeper_kafka, name, start_zk_watcher) -> None:
+    orders = name("orders")
+    zookeeper_kafka.create_topic(orders, [[1, 2], [1, 2]])
     _, mine = start_zk_watcher(1)
-    _, theirs = start_zk_watcher(7)
-    assert mine.last == led(("orders", 0, 0), ("orders", 1, 0)) and theirs.last == {}
+    _, theirs = start_zk_watcher(2)
+    assert mine.last == led((orders, 0, 0), (orders, 1, 0)) and theirs.last == {}
 
-    assert registration.set_partition_leader("orders", 1, 7) == 1
-    mine.wait_for(lambda m: TP("orders", 1) not in m, "orders-1 to move away")
-    assert mine.last == led(("orders", 0, 0))
-    theirs.wait_for(lambda m: m == led(("orders", 1, 1)), "broker 7 to lead orders-1")
+    # Kafka's controller bumps the leader epoch for the reassignment (leader still 1), then for the election
+    away = zookeeper_kafka.move(orders, 1, [2, 1])
+    assert (away["leader"], away["leader_epoch"]) == (2, 2)
+    mine.wait_for(lambda m: TP(orders, 1) not in m, "orders-1 to move away")
+    assert mine.last == led((orders, 0, 0))
+    theirs.wait_for(lambda m: m == led((orders, 1, 2)), "broker 2 to lead orders-1")
 
-    assert registration.set_partition_leader("orders", 1, 1) == 2
-    mine.wait_for(lambda m: m == led(("orders", 0, 0), ("orders", 1, 2)), "orders-1 back with epoch 2")
-    theirs.wait_for(lambda m: m == {}, "broker 7 to lose orders-1")
+    back = zookeeper_kafka.move(orders, 1, [1, 2])
+    assert (back["leader"], back["leader_epoch"]) == (1, 4)
+    mine.wait_for(lambda m: m == led((orders, 0, 0), (orders, 1, 4)), "orders-1 back with epoch 4")
+    theirs.wait_for(lambda m: m == {}, "broker 2 to lose orders-1")
     # every map handed over was a real change, and none lost orders-0 on the way
     calls = mine.snapshot()
     assert all(a != b for a, b in zip(calls, calls[1:]))
-    assert all(TP("orders", 0) in m for m in calls)
+    assert all(TP(orders, 0) in m for m in calls)
 
 
-def test_topics_created_and_deleted_appear_and_disappear(zk_broker, start_zk_watcher) -> None:
-    bootstrap = zk_broker.broker.bootstrap_servers
-    create_topic(bootstrap, "orders", 1)
+def test_topics_created_and_deleted_appear_and_disappear(zookeeper_kafka, name, start_zk_watcher) -> None:
+    bootstrap = zookeeper_kafka.bootstrap_servers
+    orders, fresh = name("orders"), name("fresh")
+    zookeeper_kafka.create_topic(orders, [[1]])
     _, seen = start_zk_watcher(1)
-    assert seen.last == led(("orders", 0, 0))
+    assert seen.last == led((orders, 0, 0))
 
-    create_topic(bootstrap, "fresh", 3)
-    seen.wait_for(lambda m: m == led(("orders", 0, 0), ("fresh", 0, 0), ("fresh", 1, 0), ("fresh", 2, 0)), "the new topic")
+    zookeeper_kafka.create_topic(fresh, [[1]] * 3)
+    seen.wait_for(lambda m: m == led((orders, 0, 0), (fresh, 0, 0), (fresh, 1, 0), (fresh, 2, 0)), "the new topic")
 
-    delete_topic(bootstrap, "fresh")
-    seen.wait_for(lambda m: m == led(("orders", 0, 0)), "the deleted topic to disappear")
+    delete_topic(bootstrap, fresh)
+    seen.wait_for(lambda m: m == led((orders, 0, 0)), "the deleted topic to disappear")
 
-    create_topic(bootstrap, "fresh", 1)  # the same name again: new znodes, new watches
-    seen.wait_for(lambda m: m == led(("orders", 0, 0), ("fresh", 0, 0)), "the re-created topic")
-    zk_broker.broker.zookeeper.set_partition_leader("fresh", 0, 1)
-    seen.wait_for(lambda m: m.get(TP("fresh", 0)) == Leadership(1), "a leader epoch change on the re-created topic")
+    wait_for(lambda: _created(zookeeper_kafka, fresh), timeout_s=60, what="the same name created again")  # new znodes, new watches
+    seen.wait_for(lambda m: m == led((orders, 0, 0), (fresh, 0, 0)), "the re-created topic")
+    state = zookeeper_kafka.move(fresh, 0, [1, 2])  # a second replica: the controller bumps the epoch, broker 1 still leads
+    assert state["leader"] == 1 and state["leader_epoch"] > 0
+    seen.wait_for(lambda m: m.get(TP(fresh, 0)) == Leadership(state["leader_epoch"]), "a leader epoch change on the re-created topic")
 
 
-def test_compacted_topics_are_skipped_with_one_warning(zk_broker, start_zk_watcher, caplog) -> None:
+def _created(cluster, topic: str) -> bool:
+    """Create ``topic`` again, once ZooKeeper-mode Kafka has finished deleting the old one
+    (deletion is asynchronous there: TopicExistsException "marked for deletion" meanwhile)."""
+    try:
+        cluster.create_topic(topic, [[1]])
+    except KafkaException as err:
+        if err.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise
+    return True
+
+
+def test_compacted_topics_are_skipped_with_one_warning(zookeeper_kafka, name, start_zk_watcher, caplog) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
-    bootstrap = zk_broker.broker.bootstrap_servers
-    create_topic(bootstrap, "changelog", 2, **{"cleanup.policy": "compact"})
-    create_topic(bootstrap, "orders", 1, **{"cleanup.policy": "delete"})
+    changelog, orders, table, marker = name("changelog"), name("orders"), name("table"), name("marker")
+    zookeeper_kafka.create_topic(changelog, [[1, 2], [1, 2]], **{"cleanup.policy": "compact"})
+    zookeeper_kafka.create_topic(orders, [[1]], **{"cleanup.policy": "delete"})
     _, seen = start_zk_watcher(1)
-    assert seen.last == led(("orders", 0, 0))
+    assert seen.last == led((orders, 0, 0))
 
-    create_topic(bootstrap, "table", 1, **{"cleanup.policy": "compact,delete"})
-    create_topic(bootstrap, "marker", 1)  # created after: once it shows up, "table" was seen too
-    seen.wait_for(lambda m: TP("marker", 0) in m, "the marker topic")
-    for p in (0, 1):  # more changes to a compacted topic: still skipped, no new warning
-        zk_broker.broker.zookeeper.set_partition_leader("changelog", p, 1)
-    zk_broker.broker.zookeeper.set_partition_leader("marker", 0, 1)
-    seen.wait_for(lambda m: m.get(TP("marker", 0)) == Leadership(1), "the marker's new epoch")
+    zookeeper_kafka.create_topic(table, [[1]], **{"cleanup.policy": "compact,delete"})
+    zookeeper_kafka.create_topic(marker, [[1, 2]])  # created after: once it shows up, the table was seen too
+    seen.wait_for(lambda m: TP(marker, 0) in m, "the marker topic")
+    for p in (0, 1):  # more changes to a compacted topic (new leader epochs): still skipped, no new warning
+        zookeeper_kafka.move(changelog, p, [2, 1], elect=False)
+    state = zookeeper_kafka.move(marker, 0, [2, 1], elect=False)
+    seen.wait_for(lambda m: m.get(TP(marker, 0)) == Leadership(state["leader_epoch"]), "the marker's new epoch")
 
-    assert seen.last == led(("orders", 0, 0), ("marker", 0, 1))
-    assert not any(tp.topic in ("changelog", "table") for m in seen.snapshot() for tp in m)
-    assert len(compaction_warnings(caplog, "changelog")) == 1
-    assert len(compaction_warnings(caplog, "table")) == 1
-    assert not compaction_warnings(caplog, "orders")
-
-
-def test_include_and_exclude_filters(zk_broker, start_zk_watcher) -> None:
-    bootstrap = zk_broker.broker.bootstrap_servers
-    for name in ("orders", "orders-tmp", "events"):
-        create_topic(bootstrap, name, 1)
-    _, seen = start_zk_watcher(1, TopicFilter(include=["orders.*"], exclude=[".*-tmp"]))
-    assert seen.last == led(("orders", 0, 0))
-
-    for name in ("orders-eu-tmp", "payments", "orders-eu"):
-        create_topic(bootstrap, name, 1)
-    seen.wait_for(lambda m: TP("orders-eu", 0) in m, "orders-eu")
-    assert seen.last == led(("orders", 0, 0), ("orders-eu", 0, 0))
+    assert seen.last == led((orders, 0, 0), (marker, 0, state["leader_epoch"]))
+    assert not any(tp.topic in (changelog, table) for m in seen.snapshot() for tp in m)
+    assert len(compaction_warnings(caplog, changelog)) == 1
+    assert len(compaction_warnings(caplog, table)) == 1
+    assert not compaction_warnings(caplog, orders)
 
 
-def test_znodes_written_in_any_order(zk, start_zk_watcher) -> None:
+def test_include_and_exclude_filters(zookeeper_kafka, name, tag, start_zk_watcher) -> None:
+    for stem in ("orders", "orders-tmp", "events"):
+        zookeeper_kafka.create_topic(name(stem), [[1]])
+    _, seen = start_zk_watcher(1, TopicFilter(include=[f"orders.*-{tag}"], exclude=[f".*-tmp-{tag}"]))
+    assert seen.last == led((name("orders"), 0, 0))
+
+    for stem in ("orders-eu-tmp", "payments", "orders-eu"):
+        zookeeper_kafka.create_topic(name(stem), [[1]])
+    seen.wait_for(lambda m: TP(name("orders-eu"), 0) in m, "orders-eu")
+    assert seen.last == led((name("orders"), 0, 0), (name("orders-eu"), 0, 0))
+
+
+def test_znodes_written_in_any_order(zk, start_chroot_watcher) -> None:
     """No broker: the znodes written by hand, in the orders a controller may leave them:
     nothing under /brokers at start, a topic before its partitions, states before the config."""
-    _, seen = start_zk_watcher(4)
+    _, seen = start_chroot_watcher(4)
     assert seen.calls == [{}]
 
     zk.create("/brokers/topics/manual", json.dumps({"version": 3, "partitions": {"0": [4], "1": [4]}}).encode(), makepath=True)
@@ -274,10 +315,10 @@ def test_znodes_written_in_any_order(zk, start_zk_watcher) -> None:
     seen.wait_for(lambda m: m == led(("manual", 0, 0)), "the topic re-created by hand")
 
 
-def test_an_expired_session_keeps_the_map_and_rebuilds_the_watches(zk_hosts, zk_broker, start_zk_watcher, caplog) -> None:
+def test_an_expired_session_keeps_the_map_and_rebuilds_the_watches(zookeeper_kafka, name, start_zk_watcher, caplog) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
-    bootstrap = zk_broker.broker.bootstrap_servers
-    create_topic(bootstrap, "orders", 2)
+    orders, later = name("orders"), name("later")
+    zookeeper_kafka.create_topic(orders, [[1, 2], [1, 2]])
     clients: list[KazooClient] = []
 
     def factory(hosts: str) -> KazooClient:
@@ -286,7 +327,7 @@ def test_an_expired_session_keeps_the_map_and_rebuilds_the_watches(zk_hosts, zk_
         return client
 
     watcher, seen = start_zk_watcher(1, client_factory=factory)
-    before = led(("orders", 0, 0), ("orders", 1, 0))
+    before = led((orders, 0, 0), (orders, 1, 0))
     assert seen.last == before
 
     # expire the watcher's session the way kazoo's own tests do: close it from a second
@@ -294,18 +335,18 @@ def test_an_expired_session_keeps_the_map_and_rebuilds_the_watches(zk_hosts, zk_
     lost = threading.Event()
     clients[0].add_listener(lambda state: lost.set() if state == "LOST" else None)
     session_id, password = clients[0].client_id
-    intruder = KazooClient(hosts=zk_hosts, client_id=(session_id, password))
+    intruder = KazooClient(hosts=zookeeper_kafka.zookeeper_connect, client_id=(session_id, password))
     intruder.start(timeout=15)
     intruder.stop()
     intruder.close()
     assert lost.wait(WAIT_S), "the session did not expire"
 
     # changes after the loss are seen through the rebuilt watches
-    zk_broker.broker.zookeeper.set_partition_leader("orders", 1, 8)
-    seen.wait_for(lambda m: m == led(("orders", 0, 0)), "orders-1 moving away after the session loss")
-    create_topic(bootstrap, "later", 1)
-    seen.wait_for(lambda m: m == led(("orders", 0, 0), ("later", 0, 0)), "a topic created after the session loss")
-    assert all(TP("orders", 0) in m for m in seen.snapshot()), "the map was emptied during the session loss"
+    zookeeper_kafka.move(orders, 1, [2, 1])
+    seen.wait_for(lambda m: m == led((orders, 0, 0)), "orders-1 moving away after the session loss")
+    zookeeper_kafka.create_topic(later, [[1]])
+    seen.wait_for(lambda m: m == led((orders, 0, 0), (later, 0, 0)), "a topic created after the session loss")
+    assert all(TP(orders, 0) in m for m in seen.snapshot()), "the map was emptied during the session loss"
     assert "session re-established" in caplog.text
     assert watcher.current() == seen.last
 
@@ -320,57 +361,56 @@ def test_zookeeper_start_fails_loudly_when_unreachable(watchers) -> None:
 # -- KRaft mode (the Admin API) ------------------------------------------------------------------
 
 
-@pytest.fixture
-def kraft_broker(start_dev_broker, tmp_path):
-    """A development broker without ZooKeeper (node 0), as the Admin API sees a KRaft cluster."""
-    return start_dev_broker(tmp_path / "kraft-logs")
-
-
 def start_kraft_watcher(
-    watchers: list, bootstrap: str, topic_filter: TopicFilter | None = None, *, broker_id: int = 0, **kwargs: Any
+    watchers: list, bootstrap: str, topic_filter: TopicFilter, *, broker_id: int, **kwargs: Any
 ) -> tuple[KRaftLeadershipWatcher, Recorder]:
-    watcher = KRaftLeadershipWatcher(bootstrap, broker_id, topic_filter or TopicFilter(), **kwargs)
+    watcher = KRaftLeadershipWatcher(bootstrap, broker_id, topic_filter, **kwargs)
     recorder = Recorder()
     watchers.append(watcher)
     watcher.start(recorder)
     return watcher, recorder
 
 
-def test_kraft_mode_reads_leaders_and_configs_through_the_admin_api(kraft_broker, watchers, caplog) -> None:
+def test_kraft_mode_reads_leaders_and_configs_through_the_admin_api(kafka_server, name, tag, watchers, caplog) -> None:
+    """The session's shared KRaft broker (Kafka 4.x, node 1): this test's topics only."""
     caplog.set_level(logging.INFO, logger=LOGGER)
-    bootstrap = kraft_broker.broker.bootstrap_servers
-    create_topic(bootstrap, "orders", 2)
-    create_topic(bootstrap, "events", 1)
-    create_topic(bootstrap, "orders-tmp", 1)
-    create_topic(bootstrap, "changelog", 1, **{"cleanup.policy": "compact"})
+    bootstrap, node = kafka_server.bootstrap_servers, kafka_server.node_id
+    orders, events, tmp, changelog, fresh = (name(stem) for stem in ("orders", "events", "orders-tmp", "changelog", "fresh"))
+    create_topic(bootstrap, orders, 2)
+    create_topic(bootstrap, events, 1)
+    create_topic(bootstrap, tmp, 1)
+    create_topic(bootstrap, changelog, 1, **{"cleanup.policy": "compact"})
 
-    watcher, seen = start_kraft_watcher(watchers, bootstrap, TopicFilter(exclude=[".*-tmp"]), poll_interval_s=0.2)
+    only_mine = TopicFilter(include=[f".*-{tag}"], exclude=[f".*-tmp-{tag}"])
+    watcher, seen = start_kraft_watcher(watchers, bootstrap, only_mine, broker_id=node, poll_interval_s=0.2)
     unknown = LEADER_EPOCH_UNKNOWN
-    expected = led(("orders", 0, unknown), ("orders", 1, unknown), ("events", 0, unknown))
+    expected = led((orders, 0, unknown), (orders, 1, unknown), (events, 0, unknown))
     assert seen.calls == [expected]
 
-    create_topic(bootstrap, "fresh", 2)
-    seen.wait_for(lambda m: TP("fresh", 1) in m, "the new topic")
-    delete_topic(bootstrap, "events")
-    seen.wait_for(lambda m: TP("events", 0) not in m, "the deleted topic")
-    assert seen.last == led(("orders", 0, unknown), ("orders", 1, unknown), ("fresh", 0, unknown), ("fresh", 1, unknown))
-    assert len(compaction_warnings(caplog, "changelog")) == 1  # many polls, one warning
-    assert not any(tp.topic in ("changelog", "orders-tmp") for m in seen.snapshot() for tp in m)
+    create_topic(bootstrap, fresh, 2)
+    seen.wait_for(lambda m: TP(fresh, 1) in m, "the new topic")
+    delete_topic(bootstrap, events)
+    seen.wait_for(lambda m: TP(events, 0) not in m, "the deleted topic")
+    assert seen.last == led((orders, 0, unknown), (orders, 1, unknown), (fresh, 0, unknown), (fresh, 1, unknown))
+    assert len(compaction_warnings(caplog, changelog)) == 1  # many polls, one warning
+    assert not any(tp.topic in (changelog, tmp) for m in seen.snapshot() for tp in m)
 
     watcher.stop()
-    _, elsewhere = start_kraft_watcher(watchers, bootstrap, poll_interval_s=60, broker_id=5)
-    assert elsewhere.calls == [{}]  # broker 0 leads everything: nothing for broker 5
+    _, elsewhere = start_kraft_watcher(watchers, bootstrap, only_mine, poll_interval_s=60, broker_id=node + 4)
+    assert elsewhere.calls == [{}]  # node 1 leads everything: nothing for node 5
 
 
-def test_kraft_poll_failure_keeps_the_previous_map(kraft_broker, watchers, caplog) -> None:
+def test_kraft_poll_failure_keeps_the_previous_map(start_kafka, watchers, caplog, tmp_path) -> None:
+    """A KRaft broker of its own (Kafka 4.x), killed under the watcher."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    bootstrap = kraft_broker.broker.bootstrap_servers
+    broker = start_kafka(tmp_path / "kraft-logs")
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "orders", 2)
-    watcher, seen = start_kraft_watcher(watchers, bootstrap, poll_interval_s=0.2, request_timeout_s=1.0)
+    watcher, seen = start_kraft_watcher(watchers, bootstrap, TopicFilter(), broker_id=broker.node_id, poll_interval_s=0.2, request_timeout_s=1.0)
     expected = led(("orders", 0, LEADER_EPOCH_UNKNOWN), ("orders", 1, LEADER_EPOCH_UNKNOWN))
     assert seen.calls == [expected]
 
-    kraft_broker.stop()
+    broker.kill()  # unreachable at once (a controlled shutdown would first publish its partitions leaderless)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len([r for r in caplog.records if "leadership poll" in r.getMessage()]) < 2:
         time.sleep(0.1)

@@ -1,11 +1,13 @@
 """Two agent processes, one partition: a leadership move between replicas that rolled differently.
 
-Broker 0 (the development broker, leadership in ZooKeeper) writes the log; broker 1's replica is
-built from the same batches with other segment boundaries (replicas roll independently), since
-the development broker runs alone. Agent A (broker 0) uploads while it leads; then it dies in the
-middle of an upload (SIGKILL before registering), leadership moves to broker 1, and agent B
-uploads from its replica. Per partition, B's replica differs from A's registered segments
-S0..Sk (Sk ends at E) in one way:
+Two ZooKeeper-mode Kafka brokers (3.9), A's and B's, replicate the topic; Kafka's controller holds
+and moves the leadership (a reassignment, then a preferred-leader election). Broker A's log.dir is
+the one its agent uploads from. B's agent uploads from a replica built from broker A's batches with
+segment boundaries we choose (replicas roll independently, but where a real follower rolls cannot
+be chosen): B's agent reads that directory, with broker B's id and broker B's leadership. Agent A
+uploads while A leads; then it dies in the middle of an upload (SIGKILL before registering),
+leadership moves to broker B, and agent B uploads from its replica. Per partition, B's replica
+differs from A's registered segments S0..Sk (Sk ends at E) in one way:
 
 - p0: B rolled inside Sk: its segment [mid Sk .. end of Sk+1] straddles E and is registered from
   E + 1 (``first_offset``), named by its own base offset;
@@ -20,6 +22,7 @@ read once through the gateway, and the audit passes.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import struct
@@ -32,7 +35,7 @@ import crc32c
 import pytest
 import redis
 
-from tests.support.agent_env import AgentProcess, agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.agent_env import AgentProcess, agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
@@ -47,7 +50,6 @@ from tiered_kafka_agent.retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "handover"
 PARTITIONS = 3
 PER_PHASE = 120  # records per partition and phase: about 4 segments of 40000 bytes
 
@@ -56,8 +58,8 @@ def _value(partition: int, offset: int) -> bytes:
     return value_for(partition * 1_000_000 + offset)
 
 
-def _produce(bootstrap: str, partition: int, start: int, count: int) -> None:
-    produce(bootstrap, TOPIC, [(partition, None, _value(partition, o)) for o in range(start, start + count)], **{"linger.ms": 1, "batch.num.messages": 5})
+def _produce(bootstrap: str, topic: str, partition: int, start: int, count: int) -> None:
+    produce(bootstrap, topic, [(partition, None, _value(partition, o)) for o in range(start, start + count)], **{"linger.ms": 1, "batch.num.messages": 5})
 
 
 def _batches(data: bytes) -> list[tuple[int, int, int]]:
@@ -71,14 +73,25 @@ def _batches(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-def _finished(output: str, base: int) -> bool:
+def _log_end(directory: Path) -> int:
+    """The log end offset of a partition directory's .log files, as far as whole batches show."""
+    end = 0
+    for log in sorted(directory.glob("*.log")):
+        data = log.read_bytes()
+        with contextlib.suppress(struct.error):
+            for _position, _base, last in _batches(data):
+                end = max(end, last + 1)
+    return end
+
+
+def _finished(output: str, topic: str, base: int) -> bool:
     """True when an agent's log shows it finished with its segment ``base`` (any outcome)."""
-    name = f"{TOPIC}-0: segment {base}"
+    name = f"{topic}-0: segment {base}"
     return any(f"{name}{outcome}" in output for outcome in ("..", " holds nothing new", ": another leader registered all", ": its key holds another leader's segment;"))
 
 
 class Replica:
-    """Broker 1's copy of one partition: broker 0's batches, cut into segments where we say."""
+    """Broker B's copy of one partition: broker A's batches, cut into segments where we say."""
 
     def __init__(self, source: Path, staging: Path) -> None:
         self.source = source
@@ -94,7 +107,7 @@ class Replica:
                 self.batches.append((base, last, end - position))
 
     def copy(self, base: int) -> None:
-        """Broker 0's segment ``base`` as it is (same bytes and indexes)."""
+        """Broker A's segment ``base`` as it is (same bytes and indexes)."""
         for path in self.source.glob(f"{base:020d}.*"):
             if path.suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 shutil.copy(path, self.dir / path.name)
@@ -102,9 +115,10 @@ class Replica:
     def snapshots(self) -> None:
         """Producer snapshots at every segment base (the state at an offset is the same on every
         replica): the producers here are not idempotent, so every snapshot holds no producer and
-        broker 0's are all alike; the same bytes stand for the state where only broker 1 rolled."""
+        broker A's are all alike (whether it wrote them leading or following); the same bytes stand
+        for the state where only broker B rolled."""
         found = {path.read_bytes() for path in self.source.glob("*.snapshot")}
-        assert len(found) == 1, "broker 0's producer snapshots differ: not a producer-free log"
+        assert len(found) == 1, "broker A's producer snapshots differ: not a producer-free log"
         for log in self.dir.glob("*.log"):
             (self.dir / f"{log.name[:20]}.snapshot").write_bytes(next(iter(found)))
 
@@ -123,53 +137,58 @@ class Replica:
         return inside[len(inside) // 2]
 
 
-def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker, zk_chroot, redis_server, s3_server, s3_bucket, tmp_path) -> None:
-    logs0, logs1, staging = tmp_path / "logs0", tmp_path / "logs1", tmp_path / "staging"
+def test_a_leadership_move_between_differently_rolled_replicas(zookeeper_kafka, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    logs1, staging = tmp_path / "logs1", tmp_path / "staging"
     logs1.mkdir()
-    broker = start_dev_broker(logs0, zookeeper_connect=zk_chroot, node_id=0)
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, TOPIC, PARTITIONS, **{"segment.bytes": "40000"})
+    a_id, b_id = 1, 2  # broker A's agent uploads from broker A's log.dir; B's from the replica built below
+    logs0 = zookeeper_kafka.brokers[a_id].log_dir
+    bootstrap = zookeeper_kafka.bootstrap_servers
+    topic = unique_topic("handover")
+    zookeeper_kafka.create_topic(topic, [[a_id, b_id]] * PARTITIONS, **{"segment.bytes": "40000"})
     cluster = f"two-{uuid.uuid4().hex[:8]}"
-    leadership = {"mode": "zookeeper", "zookeeper_connect": zk_chroot}
-    a_settings = agent_settings(logs0, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=0, leadership=leadership)
-    b_settings = agent_settings(logs1, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=1, leadership=leadership)
+    leadership = {"mode": "zookeeper", "zookeeper_connect": zookeeper_kafka.zookeeper_connect}
+    topics = only_topics(topic)
+    a_settings = agent_settings(logs0, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=a_id, leadership=leadership, topics=topics)
+    b_settings = agent_settings(logs1, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=b_id, leadership=leadership, topics=topics)
     registry = registry_for(a_settings)
     keyspace = Keyspace(a_settings.s3.prefix, cluster, a_settings.s3.entropy_bits)
     s3 = s3_server.client()
-    dirs = [logs0 / f"{TOPIC}-{p}" for p in range(PARTITIONS)]
+    dirs = [logs0 / f"{topic}-{p}" for p in range(PARTITIONS)]
 
     # phase 1: A leads and uploads S0..Sk of every partition
     agent_a = AgentProcess(a_settings, tmp_path / "a.properties")
     try:
         for p in range(PARTITIONS):
-            _produce(bootstrap, p, 0, PER_PHASE)
+            _produce(bootstrap, topic, p, 0, PER_PHASE)
         for p in range(PARTITIONS):
-            wait_for(lambda p=p: [s.base_offset for s in registry.segments(TOPIC, p)] == rotated_bases(dirs[p]), timeout_s=120, what=f"A uploaded {TOPIC}-{p}")
+            wait_for(lambda p=p: [s.base_offset for s in registry.segments(topic, p)] == rotated_bases(dirs[p]), timeout_s=120, what=f"A uploaded {topic}-{p}")
     finally:
         agent_a.stop()
-    registered_by_a = {p: registry.segments(TOPIC, p) for p in range(PARTITIONS)}
+    registered_by_a = {p: registry.segments(topic, p) for p in range(PARTITIONS)}
     a_objects = {p: {e.object_key: s3.get_object(Bucket=s3_bucket, Key=e.object_key)["Body"].read() for e in registered_by_a[p]} for p in range(PARTITIONS)}
 
     # A dies uploading p2's next segment: its objects are in S3, its registration never happens
-    _produce(bootstrap, 2, PER_PHASE, PER_PHASE)
+    _produce(bootstrap, topic, 2, PER_PHASE, PER_PHASE)
     crashing = AgentProcess(a_settings, tmp_path / "a-crash.properties", crash_at="before_register")
     try:
         assert crashing.wait(120) == -signal.SIGKILL, crashing.output()[-3000:]
     finally:
         crashing.stop()
     orphan_base = registered_by_a[2][-1].next_offset
-    orphan_key = keyspace.segment_key(TOPIC, 2, orphan_base, FileKind.LOG)
+    orphan_key = keyspace.segment_key(topic, 2, orphan_base, FileKind.LOG)
     orphan = s3.get_object(Bucket=s3_bucket, Key=orphan_key)["Body"].read()
     assert orphan == (dirs[2] / f"{orphan_base:020d}.log").read_bytes()
-    assert [e.base_offset for e in registry.segments(TOPIC, 2)] == [e.base_offset for e in registered_by_a[2]]
+    assert [e.base_offset for e in registry.segments(topic, 2)] == [e.base_offset for e in registered_by_a[2]]
 
-    # leadership moves to broker 1; more records arrive
+    # leadership moves to broker B; more records arrive (broker A follows: its log.dir gets them too)
     for p in range(PARTITIONS):
-        broker.broker.zookeeper.set_partition_leader(TOPIC, p, 1)
+        assert zookeeper_kafka.move(topic, p, [b_id, a_id])["leader"] == b_id
     for p in range(2):
-        _produce(bootstrap, p, PER_PHASE, PER_PHASE)
+        _produce(bootstrap, topic, p, PER_PHASE, PER_PHASE)
+    for p in range(PARTITIONS):  # broker A, following, has every record: B's replica is built from its files
+        wait_for(lambda p=p: _log_end(dirs[p]) == 2 * PER_PHASE, timeout_s=60, what=f"broker A replicated {topic}-{p}")
 
-    # broker 1's replica (module doc), moved into its log dir whole
+    # broker B's replica (module doc), moved into its log dir whole
     replicas = {p: Replica(dirs[p], staging) for p in range(PARTITIONS)}
     uploaded_ends = {}
     for p, replica in replicas.items():
@@ -199,15 +218,15 @@ def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker,
     agent_a = AgentProcess(a_settings, tmp_path / "a.properties")  # back, as a follower: it uploads nothing
     try:
         for p in range(PARTITIONS):
-            wait_for(lambda p=p: registry.coverage(TOPIC, p).next_offset > uploaded_ends[p], timeout_s=120, what=f"B uploaded {TOPIC}-{p}")
+            wait_for(lambda p=p: registry.coverage(topic, p).next_offset > uploaded_ends[p], timeout_s=120, what=f"B uploaded {topic}-{p}")
         b_output = agent_b.output()
     finally:
         agent_b.stop()
         agent_a.stop()
 
     for p in range(PARTITIONS):
-        entries = registry.segments(TOPIC, p)
-        assert registry.gaps(TOPIC, p) == [], p
+        entries = registry.segments(topic, p)
+        assert registry.gaps(topic, p) == [], p
         # every offset once: the registered ranges follow each other from 0
         assert entries[0].first_offset == 0
         assert all(a.last_offset + 1 == b.first_offset for a, b in zip(entries, entries[1:])), [(e.first_offset, e.base_offset, e.last_offset) for e in entries]
@@ -216,20 +235,20 @@ def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker,
         for entry in entries:  # each object holds exactly the bytes its entry names
             body = s3.get_object(Bucket=s3_bucket, Key=entry.object_key)["Body"].read()
             assert (len(body), f"crc32c:{crc32c.crc32c(body):08x}") == (entry.size, entry.checksum), entry.object_key
-            assert entry.object_key == keyspace.segment_key(TOPIC, p, entry.base_offset, FileKind.LOG)
+            assert entry.object_key == keyspace.segment_key(topic, p, entry.base_offset, FileKind.LOG)
         for key, body in a_objects[p].items():  # nothing of A's was overwritten
             assert s3.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == body
-        audit = audit_partition(registry, TOPIC, p, None)  # remote storage alone accounts for every offset
+        audit = audit_partition(registry, topic, p, None)  # remote storage alone accounts for every offset
         assert audit.ok and audit.unaccounted == [], audit.to_text()
 
     e0 = registered_by_a[0][-1].last_offset
-    straddling = registry.find(TOPIC, 0, e0 + 1)
+    straddling = registry.find(topic, 0, e0 + 1)
     assert straddling is not None and straddling.first_offset == e0 + 1 and straddling.base_offset < e0 + 1
     assert straddling.object_key.endswith(f"{straddling.base_offset:020d}.log")
     e1 = registered_by_a[1][-1].last_offset
-    tail = registry.find(TOPIC, 1, e1 + 1)
+    tail = registry.find(topic, 1, e1 + 1)
     assert tail is not None and tail.base_offset == tail.first_offset == e1 + 1  # the tail, a segment of its own
-    twin = registry.find(TOPIC, 2, orphan_base)
+    twin = registry.find(topic, 2, orphan_base)
     assert twin is not None and twin.base_offset == orphan_base and twin.checksum == f"crc32c:{crc32c.crc32c(orphan):08x}"
     orphan_now = s3.get_object(Bucket=s3_bucket, Key=orphan_key)
     assert orphan_now["Body"].read() == orphan
@@ -240,13 +259,13 @@ def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker,
     # every offset read once, through the gateway; a plan from first_offset starts at the batch holding it
     with gateway_server(b_settings, s3_server, bootstrap) as url:
         with GatewayClient(url, cluster) as client:
-            plan = client.plan(TOPIC, 0, e0 + 1, 1 << 20)
+            plan = client.plan(topic, 0, e0 + 1, 1 << 20)
             assert (plan.object_key, plan.segment_base_offset) == (straddling.object_key, straddling.base_offset)
             assert plan.ranges[0].first_offset == e0 + 1 and plan.gap is None
-            before = client.plan(TOPIC, 0, e0, 1 << 20)  # the offset before it: the other leader's segment
+            before = client.plan(topic, 0, e0, 1 << 20)  # the offset before it: the other leader's segment
             assert before.object_key == registered_by_a[0][-1].object_key
         for p in range(PARTITIONS):
-            table = read_table(url, cluster, TOPIC, p, start_offset=0, end_offset=uploaded_ends[p] + 1)
+            table = read_table(url, cluster, topic, p, start_offset=0, end_offset=uploaded_ends[p] + 1)
             offsets = table.column("offset").to_pylist()
             assert offsets == list(range(uploaded_ends[p] + 1)), p
             values = table.column("value").to_pylist()
@@ -258,18 +277,18 @@ def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker,
     rebuild_registry(store, rebuilt)
 
     def facts(reg: Registry, p: int) -> list[tuple[int | None, int, int, str, str]]:
-        return [(e.first_offset, e.base_offset, e.last_offset, e.checksum, e.object_key) for e in reg.segments(TOPIC, p)]
+        return [(e.first_offset, e.base_offset, e.last_offset, e.checksum, e.object_key) for e in reg.segments(topic, p)]
 
     for p in range(PARTITIONS):
         live, again = facts(registry, p), facts(rebuilt, p)
         assert again[: len(live)] == live, (p, again, live)
         # past them only what the dying agent A uploaded in parallel and never registered (complete: kept)
         assert all(first > uploaded_ends[p] for first, *_ in again[len(live) :]), (p, again)
-        assert rebuilt.gaps(TOPIC, p) == []
+        assert rebuilt.gaps(topic, p) == []
 
     # the audit command, against Kafka too
     audit = subprocess.run(
-        [sys.executable, "-m", "tiered_kafka_agent", "audit", "--config", str(tmp_path / "b.properties"), "--bootstrap-servers", bootstrap, "--topic", TOPIC],
+        [sys.executable, "-m", "tiered_kafka_agent", "audit", "--config", str(tmp_path / "b.properties"), "--bootstrap-servers", bootstrap, "--topic", topic],
         capture_output=True,
         text=True,
         timeout=120,
@@ -277,18 +296,17 @@ def test_a_leadership_move_between_differently_rolled_replicas(start_dev_broker,
     assert audit.returncode == 0, audit.stdout + audit.stderr
 
 
-def test_two_agents_uploading_one_partition_at_once(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+def test_two_agents_uploading_one_partition_at_once(kafka_server, redis_server, s3_server, s3_bucket, tmp_path) -> None:
     """The worst case of a leadership move, for a whole partition: both agents upload it at the same
     time (static leadership, both handed their replica at the same moment), from replicas that
     rolled alike in places (the same base offsets and bytes: racing conditional PUTs) and
     differently in others (straddling segments; the same base with other ends: tails). Whatever
     the order, every offset is registered once, from objects holding exactly the bytes registered,
     and no gap is recorded."""
-    broker = start_dev_broker(tmp_path / "broker")
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, TOPIC, 1, **{"segment.bytes": "40000"})
-    _produce(bootstrap, 0, 0, 8 * PER_PHASE)
-    source = tmp_path / "broker" / f"{TOPIC}-0"
+    bootstrap, topic = kafka_server.bootstrap_servers, unique_topic("handover")
+    create_topic(bootstrap, topic, 1, **{"segment.bytes": "40000"})
+    _produce(bootstrap, topic, 0, 0, 8 * PER_PHASE)
+    source = kafka_server.log_dir / f"{topic}-0"  # the shared broker's partition: copied, never changed
     bases = sorted(int(path.name[:20]) for path in source.glob("*.log"))
     assert len(bases) >= 20, bases
     alike = tmp_path / "staging-a" / source.name
@@ -325,16 +343,16 @@ def test_two_agents_uploading_one_partition_at_once(start_dev_broker, redis_serv
             wait_for(lambda agent=agent: "running for broker" in agent.output(), timeout_s=60, what="the agents started")
         shutil.move(str(alike), str(dirs[0] / source.name))  # both replicas appear at once
         shutil.move(str(replica.dir), str(dirs[1] / source.name))
-        wait_for(lambda: registry.coverage(TOPIC, 0).next_offset > end, timeout_s=120, what="both agents uploaded")
+        wait_for(lambda: registry.coverage(topic, 0).next_offset > end, timeout_s=120, what="both agents uploaded")
         for agent, base in zip(agents, last_rotated):  # whichever agent is behind finishes its passes too
-            wait_for(lambda agent=agent, base=base: _finished(agent.output(), base), timeout_s=120, what=f"an agent finished segment {base}")
+            wait_for(lambda agent=agent, base=base: _finished(agent.output(), topic, base), timeout_s=120, what=f"an agent finished segment {base}")
         outputs = [a.output() for a in agents]
     finally:
         for agent in agents:
             agent.stop()
 
-    entries = registry.segments(TOPIC, 0)
-    assert registry.gaps(TOPIC, 0) == [], outputs[1][-3000:]
+    entries = registry.segments(topic, 0)
+    assert registry.gaps(topic, 0) == [], outputs[1][-3000:]
     assert not any("GAP offsets" in out for out in outputs)
     # they did race: each registered segments, and one met the other's registrations or objects
     assert all("uploaded and registered" in out for out in outputs), [out[-2000:] for out in outputs]
@@ -346,11 +364,11 @@ def test_two_agents_uploading_one_partition_at_once(start_dev_broker, redis_serv
     for entry in entries:
         body = s3.get_object(Bucket=s3_bucket, Key=entry.object_key)["Body"].read()
         assert (len(body), f"crc32c:{crc32c.crc32c(body):08x}") == (entry.size, entry.checksum), entry.object_key
-    audit = audit_partition(registry, TOPIC, 0, None)
+    audit = audit_partition(registry, topic, 0, None)
     assert audit.ok, audit.to_text()
     last = entries[-1].last_offset
     with gateway_server(settings[0], s3_server, bootstrap) as url:
-        table = read_table(url, cluster, TOPIC, 0, start_offset=0, end_offset=last + 1)
+        table = read_table(url, cluster, topic, 0, start_offset=0, end_offset=last + 1)
     offsets = table.column("offset").to_pylist()
     assert offsets == list(range(last + 1))
     assert all(v == _value(0, o) for o, v in zip(offsets, table.column("value").to_pylist()))

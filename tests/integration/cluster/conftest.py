@@ -1,5 +1,5 @@
-"""The stack on a Redis Cluster: the development broker (in this process), the agent and the gateway
-as processes of their own, SeaweedFS, and a :class:`RedisClusterServer` (three masters, one replica
+"""The stack on a Redis Cluster: Kafka (the session's shared broker, a topic of the test's own), the
+agent and the gateway as processes of their own, SeaweedFS, and a :class:`RedisClusterServer` (three masters, one replica
 each). Only configuration differs from the single-Redis stack: the agent's ``redis.url`` and the
 gateway's ``clusters.{name}.redis_url`` are the cluster's ``redis+cluster://`` seed list.
 """
@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.agent_env import AgentProcess, agent_settings, rotated_bases, wait_for
-from tests.support.gateway_env import gateway_settings
+from tests.support.agent_env import AgentProcess, agent_settings, only_topics, rotated_bases, wait_for
+from tests.support.gateway_env import gateway_settings, unique_topic
 from tests.support.gateway_process import GatewayProcess
 from tests.support.kafka_clients import create_topic, produce_numbered
 from tiered_kafka.registry import Registry, SegmentEntry, connect
 from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_dev.services import KafkaServer
 
 
 @dataclass
 class ClusterStack:
+    topic: str  # the test's own topic, the only one the agent follows
     bootstrap: str
     log_dir: Path
     settings: AgentSettings
@@ -58,13 +60,15 @@ class ClusterStack:
 
 
 @contextlib.contextmanager
-def cluster_stack(start_dev_broker: Any, tmp_path: Path, redis_cluster: Any, s3_server: Any, bucket: str, topic: str, partitions: int) -> Iterator[ClusterStack]:
-    """Broker + agent process + gateway process on ``redis_cluster``; a topic with ~20 KB segments."""
-    log_dir = tmp_path / "logs"
-    broker = start_dev_broker(log_dir)
-    bootstrap = broker.broker.bootstrap_servers
+def cluster_stack(kafka: KafkaServer, tmp_path: Path, redis_cluster: Any, s3_server: Any, bucket: str, stem: str, partitions: int) -> Iterator[ClusterStack]:
+    """Agent process + gateway process on ``redis_cluster`` beside ``kafka`` (a started broker: the
+    session's shared one); a topic of the test's own (``stem`` and a suffix) with ~20 KB segments,
+    the only topic the agent follows."""
+    topic = unique_topic(stem)
+    log_dir, bootstrap = kafka.log_dir, kafka.bootstrap_servers
     create_topic(bootstrap, topic, partitions, **{"segment.bytes": "20000", "index.interval.bytes": "4096"})
-    settings = agent_settings(log_dir, redis_cluster, s3_server, bucket, upload={"rescan_interval_s": 0.5, "backoff_base_s": 0.05, "backoff_max_s": 0.5, "max_attempts": 40})
+    upload = {"rescan_interval_s": 0.5, "backoff_base_s": 0.05, "backoff_max_s": 0.5, "max_attempts": 40}
+    settings = agent_settings(log_dir, redis_cluster, s3_server, bucket, upload=upload, topics=only_topics(topic))
     assert settings.redis.url.startswith("redis+cluster://")
     with contextlib.ExitStack() as cleanup:
         client = cleanup.enter_context(connect(settings.redis.url))
@@ -74,7 +78,7 @@ def cluster_stack(start_dev_broker: Any, tmp_path: Path, redis_cluster: Any, s3_
         gateway = GatewayProcess(gateway_settings(settings, s3_server, bootstrap, cache={"segment_ttl_s": 0}))
         cleanup.callback(gateway.stop)
         gateway.wait_ready(120)
-        yield ClusterStack(bootstrap, log_dir, settings, agent, gateway, Registry(client, settings.cluster))
+        yield ClusterStack(topic, bootstrap, log_dir, settings, agent, gateway, Registry(client, settings.cluster))
 
 
 def segment_entry(topic: str, base: int, last: int) -> SegmentEntry:

@@ -23,7 +23,7 @@ from tiered_kafka_dev.services import RedisClusterServer
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "orders"
+TOPIC = "orders"  # the stem of the stacks' topics (cluster_stack adds a suffix), and the registry-only test's topic
 PARTITIONS = 3
 
 
@@ -31,9 +31,9 @@ def check_sdk_reads_every_offset(stack: ClusterStack, at_least: int) -> None:
     """The SDK, through the gateway process, reads offsets 0..last registered of every partition,
     each holding the record produced there (record i went to partition i % 3 at offset i // 3)."""
     for p in range(PARTITIONS):
-        last = stack.registry.segments(TOPIC, p)[-1].last_offset
+        last = stack.registry.segments(stack.topic, p)[-1].last_offset
         assert last >= at_least // PARTITIONS
-        table = read_table(stack.gateway.url, stack.cluster, TOPIC, p)
+        table = read_table(stack.gateway.url, stack.cluster, stack.topic, p)
         offsets, values = table.column("offset").to_pylist(), table.column("value").to_pylist()
         assert offsets == list(range(last + 1))
         assert values == [value_for(o * PARTITIONS + p) for o in offsets]
@@ -43,29 +43,29 @@ def check_registry_matches_s3(stack: ClusterStack, s3_server: Any, bucket: str) 
     """Per partition: the registered segments are exactly the rotated segments on disk and the .log
     objects in S3 (none lost, none twice), contiguous from offset 0, with no gap recorded."""
     for p in range(PARTITIONS):
-        segments = stack.registry.segments(TOPIC, p)
+        segments = stack.registry.segments(stack.topic, p)
         bases = [s.base_offset for s in segments]
-        assert bases == s3_segment_bases(s3_server, bucket, TOPIC, p) == rotated_bases(stack.log_dir / f"{TOPIC}-{p}")
+        assert bases == s3_segment_bases(s3_server, bucket, stack.topic, p) == rotated_bases(stack.log_dir / f"{stack.topic}-{p}")
         assert bases[0] == 0 and all(b.base_offset == a.last_offset + 1 for a, b in zip(segments, segments[1:], strict=False))
-        assert stack.registry.gaps(TOPIC, p) == []
-        info = stack.registry.partition_info(TOPIC, p)
+        assert stack.registry.gaps(stack.topic, p) == []
+        info = stack.registry.partition_info(stack.topic, p)
         assert info is not None and info.segment_count == len(segments) and info.total_bytes == sum(s.size for s in segments)
 
 
-def test_agent_gateway_backfill_and_rebuild_run_on_a_redis_cluster(start_dev_broker, redis_cluster, s3_server, s3_bucket, tmp_path: Path) -> None:
-    with cluster_stack(start_dev_broker, tmp_path, redis_cluster, s3_server, s3_bucket, TOPIC, PARTITIONS) as stack:
+def test_agent_gateway_backfill_and_rebuild_run_on_a_redis_cluster(kafka_server, redis_cluster, s3_server, s3_bucket, tmp_path: Path) -> None:
+    with cluster_stack(kafka_server, tmp_path, redis_cluster, s3_server, s3_bucket, TOPIC, PARTITIONS) as stack:
         client = stack.registry.client
         assert isinstance(client.cluster_client(), redis.RedisCluster)
-        masters = {client.get_node_from_key(stack.registry.keys(TOPIC, p).segments).name for p in range(PARTITIONS)}
+        masters = {client.get_node_from_key(stack.registry.keys(stack.topic, p).segments).name for p in range(PARTITIONS)}
         assert len(masters) >= 2, "the partitions' keys should live on several masters"
-        stack.produce(TOPIC, 0, 600, PARTITIONS)
-        stack.wait_uploaded(TOPIC, PARTITIONS)
+        stack.produce(stack.topic, 0, 600, PARTITIONS)
+        stack.wait_uploaded(stack.topic, PARTITIONS)
         check_registry_matches_s3(stack, s3_server, s3_bucket)
         check_sdk_reads_every_offset(stack, 500)
 
         backfill = run_in_session(
             [sys.executable, "-m", "tiered_kafka.spark.backfill", "--gateway-url", stack.gateway.url, "--cluster", stack.cluster,
-             "--topic", TOPIC, "--output", str(tmp_path / "parquet"), "--redis-url", stack.settings.redis.url, "--master", "local[1]"],
+             "--topic", stack.topic, "--output", str(tmp_path / "parquet"), "--redis-url", stack.settings.redis.url, "--master", "local[1]"],
             timeout_s=600,
         )  # fmt: skip
         assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
@@ -95,7 +95,7 @@ class GatewayPoller:
         self._thread.start()
 
     def _run(self) -> None:
-        path = f"/v1/clusters/{self.stack.cluster}/topics/{TOPIC}/partitions/0/plan?offset=0&max_bytes=4096"
+        path = f"/v1/clusters/{self.stack.cluster}/topics/{self.stack.topic}/partitions/0/plan?offset=0&max_bytes=4096"
         while not self._stop.is_set():
             status, body = self.stack.gateway.get(path, timeout_s=60)
             if status == 0:
@@ -115,36 +115,36 @@ def wait_calls(node: Any, cluster: RedisClusterServer) -> int:
     return int(stats.get("cmdstat_wait", {}).get("calls", 0))
 
 
-def test_a_master_killed_mid_run_fails_over_and_nothing_is_lost_or_duplicated(start_dev_broker, s3_server, s3_bucket, tmp_path: Path) -> None:
-    with RedisClusterServer() as redis_cluster, cluster_stack(start_dev_broker, tmp_path, redis_cluster, s3_server, s3_bucket, TOPIC, PARTITIONS) as stack:
+def test_a_master_killed_mid_run_fails_over_and_nothing_is_lost_or_duplicated(kafka_server, s3_server, s3_bucket, tmp_path: Path) -> None:
+    with RedisClusterServer() as redis_cluster, cluster_stack(kafka_server, tmp_path, redis_cluster, s3_server, s3_bucket, TOPIC, PARTITIONS) as stack:
         agent_pid, gateway_pid = stack.agent.process.pid, stack.gateway.proc.pid
-        stack.produce(TOPIC, 0, 600, PARTITIONS)
-        stack.wait_uploaded(TOPIC, PARTITIONS)
+        stack.produce(stack.topic, 0, 600, PARTITIONS)
+        stack.wait_uploaded(stack.topic, PARTITIONS)
         # the agent's registrations were acknowledged by replicas: the masters ran WAIT (``_replicated``)
         for p in range(PARTITIONS):
-            master = stack.registry.client.get_node_from_key(stack.registry.keys(TOPIC, p).segments)
+            master = stack.registry.client.get_node_from_key(stack.registry.keys(stack.topic, p).segments)
             assert wait_calls(master, redis_cluster) > 0, f"{master.name} (partition {p}) never ran WAIT"
         poller = GatewayPoller(stack)
         try:
             wait_for(lambda: any(status == 200 for _, status in poller.answers), what="the gateway's first plan")
             killed_ms = time.time_ns() // 1_000_000
-            killed = redis_cluster.kill_master_of(stack.registry.keys(TOPIC, 0).segments)
+            killed = redis_cluster.kill_master_of(stack.registry.keys(stack.topic, 0).segments)
             killed_at = time.monotonic()
-            stack.produce(TOPIC, 600, 600, PARTITIONS)  # rolls segments the agent registers while the master is down
+            stack.produce(stack.topic, 600, 600, PARTITIONS)  # rolls segments the agent registers while the master is down
             promoted = redis_cluster.wait_for_failover(killed)
-            stack.produce(TOPIC, 1200, 300, PARTITIONS)
-            stack.wait_uploaded(TOPIC, PARTITIONS)
+            stack.produce(stack.topic, 1200, 300, PARTITIONS)
+            stack.wait_uploaded(stack.topic, PARTITIONS)
             wait_for(lambda: any(t > killed_at and s == 200 for t, s in poller.answers[-5:]), what="the gateway answering again")
         finally:
             poller.stop()
 
         assert promoted.address != killed.address and promoted.running and not killed.running
-        assert stack.registry.client.get_node_from_key(stack.registry.keys(TOPIC, 0).segments).name == promoted.address
+        assert stack.registry.client.get_node_from_key(stack.registry.keys(stack.topic, 0).segments).name == promoted.address
         # neither process was restarted: the same pids, still running
         assert stack.agent.process.pid == agent_pid and stack.agent.process.poll() is None
         assert stack.gateway.proc.pid == gateway_pid and stack.gateway.proc.poll() is None
         # the agent registered partition 0's segments on the promoted replica, after the kill
-        after_kill: list[SegmentEntry] = [s for s in stack.registry.segments(TOPIC, 0) if s.upload_time_ms > killed_ms]
+        after_kill: list[SegmentEntry] = [s for s in stack.registry.segments(stack.topic, 0) if s.upload_time_ms > killed_ms]
         assert after_kill, "no segment of partition 0 was registered after the kill"
         # the gateway answered plans or, while the slots had no master, 503 registry_unavailable: nothing else
         assert not poller.unanswered, f"requests without an answer: {poller.unanswered[:3]}\ngateway log:\n{stack.gateway.output()[-4000:]}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_env import registry_for, settings_properties
-from tests.support.gateway_env import gateway_settings, uploaded_partition
+from tests.support.gateway_env import gateway_settings, unique_topic, uploaded_partition
 from tiered_kafka.format.batch_index import BatchIndex, build
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.segment_names import FileKind
@@ -26,13 +26,14 @@ from tiered_kafka_agent.backfill import backfill_batch_indexes
 from tiered_kafka_gateway.remote import ClusterReader
 
 pytestmark = pytest.mark.integration
-TOPIC = "indexed"
 
 
 @pytest.fixture
-def uploaded(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
-    _, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, TOPIC)
-    return settings
+def uploaded(kafka_server, tmp_path, redis_server, s3_server, s3_bucket):
+    """A topic of its own on the shared broker, uploaded; (topic, agent settings)."""
+    topic = unique_topic("indexed")
+    _, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic)
+    return topic, settings
 
 
 def _reader(settings, s3_server) -> ClusterReader:
@@ -44,11 +45,11 @@ def _object(s3_server, settings, key: str) -> bytes:
     return s3_server.client().get_object(Bucket=settings.s3.bucket, Key=key)["Body"].read()
 
 
-def _plan_everything(reader: ClusterReader, entries) -> None:
+def _plan_everything(reader: ClusterReader, topic: str, entries) -> None:
     """Plans at the start, middle and end of each segment, each range decoding to its offsets."""
     for entry in entries:
         for offset in (entry.base_offset, (entry.base_offset + entry.last_offset) // 2, entry.last_offset):
-            plan = reader.plan(TOPIC, 0, offset, 30_000)
+            plan = reader.plan(topic, 0, offset, 30_000)
             assert plan.segment.object_key == entry.object_key
             assert plan.ranges[0].first_offset <= offset <= plan.ranges[0].last_offset
             for r in plan.ranges:
@@ -57,8 +58,8 @@ def _plan_everything(reader: ClusterReader, entries) -> None:
 
 
 def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_header_reads(uploaded, s3_server) -> None:
-    settings = uploaded
-    entries = registry_for(settings).segments(TOPIC, 0)
+    topic, settings = uploaded
+    entries = registry_for(settings).segments(topic, 0)
     assert len(entries) >= 3
     for entry in entries:
         assert FileKind.BATCHINDEX.value in entry.files
@@ -70,7 +71,7 @@ def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_head
     scheduled: list = []
     reader._loads = type("Recorder", (), {"submit": lambda self, key, load: scheduled.append(load)})()  # held, run below
     for entry in entries:  # cold: the first plan of each segment comes from the sparse index, no S3 request
-        plan = reader.plan(TOPIC, 0, entry.base_offset + 1, max(1_000_000, entry.size))
+        plan = reader.plan(topic, 0, entry.base_offset + 1, max(1_000_000, entry.size))
         assert plan.ranges[0].first_offset <= entry.base_offset + 1 <= plan.ranges[0].last_offset
         assert (plan.ranges[0].start, plan.ranges[-1].end) == (0, entry.size)
     assert reader.s3_gets == 0 and len(scheduled) == len(entries)
@@ -79,8 +80,8 @@ def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_head
     before = Counter(reader.s3_gets_by_kind)
     assert before == Counter({"batchindex": len(entries)})
     for entry in entries:  # warm: from the batch index, no GET
-        reader.plan(TOPIC, 0, entry.base_offset + 1, 1_000_000)
-        reader.plan(TOPIC, 0, entry.last_offset, 1)
+        reader.plan(topic, 0, entry.base_offset + 1, 1_000_000)
+        reader.plan(topic, 0, entry.last_offset, 1)
     assert reader.s3_gets_by_kind - before == Counter()
     before = Counter()
     # offsets-for-timestamp from the index: the first batch reaching the time, no .timeindex read
@@ -90,36 +91,36 @@ def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_head
     expected = next(b for b in iter_batches(log) if b.max_timestamp >= target.max_timestamp)
     assert (first.start, first.first_offset, first.last_offset) == (expected.position, expected.base_offset, expected.last_offset)
     assert reader.s3_gets_by_kind - before == Counter({"batchindex": len(entries)})
-    _plan_everything(reader, entries)
+    _plan_everything(reader, topic, entries)
     assert {"index", "timeindex"}.isdisjoint(reader.s3_gets_by_kind)
 
 
 def test_segments_without_one_plan_from_headers_until_backfilled(uploaded, s3_server, tmp_path: Path, capsys) -> None:
-    settings = uploaded
+    topic, settings = uploaded
     registry = registry_for(settings)
-    entries = registry.segments(TOPIC, 0)
+    entries = registry.segments(topic, 0)
     old = entries[:2]
     client = s3_server.client()
     keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
     for entry in old:  # as uploaded before batch indexes: no object, not in files, no sparse index
-        client.delete_object(Bucket=settings.s3.bucket, Key=keyspace.segment_key(TOPIC, 0, entry.base_offset, FileKind.BATCHINDEX))
-        registry.client.hset(registry.keys(TOPIC, 0).segment(entry.base_offset), "files", "log,index,timeindex")
-        registry.client.hdel(registry.keys(TOPIC, 0).segment(entry.base_offset), "sparse_index")
+        client.delete_object(Bucket=settings.s3.bucket, Key=keyspace.segment_key(topic, 0, entry.base_offset, FileKind.BATCHINDEX))
+        registry.client.hset(registry.keys(topic, 0).segment(entry.base_offset), "files", "log,index,timeindex")
+        registry.client.hdel(registry.keys(topic, 0).segment(entry.base_offset), "sparse_index")
     # as uploaded with a batch index but before the sparse index
-    registry.client.hdel(registry.keys(TOPIC, 0).segment(entries[2].base_offset), "sparse_index")
-    assert registry.segments(TOPIC, 0)[2].sparse_index is None
-    old = registry.segments(TOPIC, 0)[:2]
+    registry.client.hdel(registry.keys(topic, 0).segment(entries[2].base_offset), "sparse_index")
+    assert registry.segments(topic, 0)[2].sparse_index is None
+    old = registry.segments(topic, 0)[:2]
     assert all(FileKind.BATCHINDEX.value not in e.files and e.sparse_index is None for e in old)
 
     reader = _reader(settings, s3_server)
     for entry in old:
-        plan = reader.plan(TOPIC, 0, entry.base_offset + 3, 40_000)  # today's path: .index and header windows
+        plan = reader.plan(topic, 0, entry.base_offset + 3, 40_000)  # today's path: .index and header windows
         headers = reader.batch_headers(entry.object_key, entry.size)
         index = reader.offset_index(entry.object_key, entry.base_offset)
         assert plan.ranges == plan_ranges(index=index, headers=headers, segment_last_offset=entry.last_offset, offset=entry.base_offset + 3, max_bytes=40_000)
     assert reader.s3_gets_by_kind["index"] == len(old) and reader.s3_gets_by_kind["log"] >= len(old)
     assert "batchindex" not in reader.s3_gets_by_kind
-    _plan_everything(reader, old)
+    _plan_everything(reader, topic, old)
 
     config = tmp_path / "agent.properties"
     config.write_text(settings_properties(settings))
@@ -127,13 +128,13 @@ def test_segments_without_one_plan_from_headers_until_backfilled(uploaded, s3_se
     out = capsys.readouterr().out
     assert f"3 of {len(entries)} segments lack a batch or sparse index" in out
     assert f"batch indexes: 2 added (1 more sparse indexes), {len(entries) - 3} already present" in out
-    for entry in registry.segments(TOPIC, 0)[:3]:
+    for entry in registry.segments(topic, 0)[:3]:
         assert FileKind.BATCHINDEX.value in entry.files
         stored = BatchIndex.from_bytes(_object(s3_server, settings, entry.object_key[: -len("log")] + "batchindex"))
         assert entry.sparse_index == SparseIndex.from_batch_index(stored).to_bytes()
     fresh = _reader(settings, s3_server)
-    for entry in registry.segments(TOPIC, 0)[:2]:
-        fresh.plan(TOPIC, 0, entry.base_offset + 3, max(1_000_000, entry.size))
+    for entry in registry.segments(topic, 0)[:2]:
+        fresh.plan(topic, 0, entry.base_offset + 3, max(1_000_000, entry.size))
     assert fresh.wait_for_background_loads()  # planned from the backfilled sparse indexes, batch indexes fetched after
     assert fresh.s3_gets_by_kind == Counter({"batchindex": 2})
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 
 import pytest
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.fixtures import FIXTURES
-from tests.support.gateway_env import gateway_client, pinterest_bucket, uploaded_partition
+from tests.support.gateway_env import gateway_client, pinterest_bucket, unique_topic, uploaded_partition
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.keyspace import Keyspace
@@ -21,9 +22,11 @@ OUTSIDER = "o" * 24
 
 
 @pytest.fixture
-def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
-    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "guarded", count=600)
-    return settings
+def served(kafka_server, tmp_path, redis_server, s3_server, s3_bucket):
+    """A topic of its own on the shared broker (``guarded-…``), uploaded; (topic, agent settings)."""
+    topic = unique_topic("guarded")
+    _, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, count=600)
+    return topic, settings
 
 
 TOPIC_PATHS = ["", "/plan?offset=0", "/records?offset=0", "/offsets?timestamp=0"]  # partition, locate, records, offsets-for-timestamp
@@ -31,8 +34,9 @@ UNAUTHENTICATED = {"error": {"code": "unauthorized", "message": "a valid bearer 
 
 
 def test_a_topic_the_token_does_not_cover_is_403_topic_authorization_failed_on_every_topic_path(served, s3_server) -> None:
-    client = gateway_client(served, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"], OUTSIDER: ["other-.*"]}})
-    base = f"/v1/clusters/{served.cluster}/topics/guarded/partitions/0"
+    topic, settings = served
+    client = gateway_client(settings, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"], OUTSIDER: ["other-.*"]}})
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     for suffix in TOPIC_PATHS:
         for headers in ({"Authorization": f"Bearer {READER}"}, {"X-API-Key": READER}):
             allowed = client.get(base + suffix, headers=headers)
@@ -40,32 +44,33 @@ def test_a_topic_the_token_does_not_cover_is_403_topic_authorization_failed_on_e
         denied = client.get(base + suffix, headers={"Authorization": f"Bearer {OUTSIDER}"})
         assert denied.status_code == 403, (suffix, denied.text)
         error = denied.json()["error"]
-        assert (error["code"], error["topic"], error["kafka_error_code"]) == ("topic_authorization_failed", "guarded", 29), suffix
-        assert "guarded" in error["message"]
+        assert (error["code"], error["topic"], error["kafka_error_code"]) == ("topic_authorization_failed", topic, 29), suffix
+        assert topic in error["message"]
     # whether or not the topic exists, as Kafka answers TOPIC_AUTHORIZATION_FAILED
-    nowhere = client.get(f"/v1/clusters/{served.cluster}/topics/nowhere/partitions/0", headers={"X-API-Key": OUTSIDER})
+    nowhere = client.get(f"/v1/clusters/{settings.cluster}/topics/nowhere/partitions/0", headers={"X-API-Key": OUTSIDER})
     assert (nowhere.status_code, nowhere.json()["error"]["code"]) == (403, "topic_authorization_failed")
     # a covered topic that holds nothing is the only 404
-    absent = client.get(f"/v1/clusters/{served.cluster}/topics/guardian/partitions/0", headers={"X-API-Key": READER})
+    absent = client.get(f"/v1/clusters/{settings.cluster}/topics/guardian/partitions/0", headers={"X-API-Key": READER})
     assert (absent.status_code, absent.json()["error"]["code"]) == (404, "unknown_topic_or_partition")
     # listings are filtered to what the caller may read (not an answer about one topic)
-    listing = client.get(f"/v1/clusters/{served.cluster}/topics", headers={"X-API-Key": OUTSIDER}).json()
+    listing = client.get(f"/v1/clusters/{settings.cluster}/topics", headers={"X-API-Key": OUTSIDER}).json()
     assert listing["topics"] == [] and listing["complete"] is True
-    assert [t["name"] for t in client.get(f"/v1/clusters/{served.cluster}/topics", headers={"X-API-Key": READER}).json()["topics"]] == ["guarded"]
+    assert [t["name"] for t in client.get(f"/v1/clusters/{settings.cluster}/topics", headers={"X-API-Key": READER}).json()["topics"]] == [topic]
 
 
 def test_without_a_valid_token_every_path_answers_the_same_401(served, s3_server) -> None:
     """Unauthenticated probing cannot tell an existing cluster, topic or route from others."""
-    client = gateway_client(served, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"]}})
-    cluster = served.cluster
+    topic, settings = served
+    client = gateway_client(settings, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"]}})
+    cluster = settings.cluster
     paths = [
         "/v1/clusters",
         f"/v1/clusters/{cluster}/topics",
         "/v1/clusters/no-such-cluster/topics",
-        f"/v1/clusters/{cluster}/topics/guarded/partitions/0",
-        "/v1/clusters/no-such-cluster/topics/guarded/partitions/0",
-        f"/v1/clusters/{cluster}/topics/guarded/partitions/0/plan?offset=0",
-        "/v1/clusters/no-such-cluster/topics/guarded/partitions/0/plan?offset=0",
+        f"/v1/clusters/{cluster}/topics/{topic}/partitions/0",
+        f"/v1/clusters/no-such-cluster/topics/{topic}/partitions/0",
+        f"/v1/clusters/{cluster}/topics/{topic}/partitions/0/plan?offset=0",
+        f"/v1/clusters/no-such-cluster/topics/{topic}/partitions/0/plan?offset=0",
         f"/v1/clusters/{cluster}/topics/bad$name/partitions/x/plan?offset=-1",  # would be a 422
         "/v1/no-such-route",
         "/no-such-route",
@@ -86,24 +91,28 @@ def test_without_a_valid_token_every_path_answers_the_same_401(served, s3_server
     assert client.get("/metrics", headers={"X-API-Key": READER}).status_code == 200
 
 
-def test_a_plan_for_an_offset_in_a_gap_starts_after_it(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
-    create_topic(broker.broker.bootstrap_servers, "holey", 1, **{"segment.bytes": "40000"})
-    produce(broker.broker.bootstrap_servers, "holey", [(0, None, value_for(i)) for i in range(600)], **{"linger.ms": 1, "batch.num.messages": 5})
-    directory = tmp_path / "logs" / "holey-0"
+def test_a_plan_for_an_offset_in_a_gap_starts_after_it(kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
+    """A segment's files gone from the log.dir before the agent uploaded them. Kafka itself only deletes
+    a log's oldest segments, so the agent runs on a copy of the partition directory Kafka wrote, with
+    the third segment removed (the shared broker's own files stay untouched)."""
+    topic = unique_topic("holey")
+    create_topic(kafka_server.bootstrap_servers, topic, 1, **{"segment.bytes": "40000"})
+    produce(kafka_server.bootstrap_servers, topic, [(0, None, value_for(i)) for i in range(600)], **{"linger.ms": 1, "batch.num.messages": 5})
+    directory = tmp_path / "logs" / f"{topic}-0"
+    shutil.copytree(kafka_server.log_dir / f"{topic}-0", directory)
     rotated = rotated_bases(directory)
     for path in directory.glob(f"{rotated[2]:020d}.*"):
         path.unlink()
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):
-        wait_for(lambda: len(registry.segments("holey", 0)) == len(rotated) - 1, what="the rest uploaded")
+        wait_for(lambda: len(registry.segments(topic, 0)) == len(rotated) - 1, what="the rest uploaded")
     client = gateway_client(settings, s3_server)
-    plan = client.get(f"/v1/clusters/{settings.cluster}/topics/holey/partitions/0/plan", params={"offset": rotated[2] + 1}).json()
+    plan = client.get(f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/plan", params={"offset": rotated[2] + 1}).json()
     assert plan["gap"]["start_offset"] == rotated[2] and plan["gap"]["end_offset"] == rotated[3] - 1
     assert plan["segment"]["base_offset"] == rotated[3] and plan["ranges"][0]["first_offset"] == rotated[3]
     # the partition endpoint reports the recorded gap, with its reason
-    detail = client.get(f"/v1/clusters/{settings.cluster}/topics/holey/partitions/0").json()
+    detail = client.get(f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0").json()
     assert [(g["start_offset"], g["end_offset"]) for g in detail["gaps"]] == [(rotated[2], rotated[3] - 1)]
     assert detail["gaps"][0]["reason"].startswith("deleted before upload")
 
@@ -133,8 +142,9 @@ def _closed_port() -> int:
 
 
 def test_redis_or_s3_down_is_a_503_never_a_500_or_a_hang(served, s3_server) -> None:
-    plan = f"/v1/clusters/{served.cluster}/topics/guarded/partitions/0/plan?offset=0"
-    no_redis = gateway_client(served.model_copy(update={"redis": served.redis.model_copy(update={"url": f"redis://127.0.0.1:{_closed_port()}/0"})}), s3_server, timeouts={"redis_s": 0.5, "s3_s": 0.5})
+    topic, settings = served
+    plan = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/plan?offset=0"
+    no_redis = gateway_client(settings.model_copy(update={"redis": settings.redis.model_copy(update={"url": f"redis://127.0.0.1:{_closed_port()}/0"})}), s3_server, timeouts={"redis_s": 0.5, "s3_s": 0.5})
     response = no_redis.get(plan)
     assert response.status_code == 503 and response.json()["error"]["code"] == "registry_unavailable"
     assert no_redis.get("/readyz").status_code == 503
@@ -143,7 +153,7 @@ def test_redis_or_s3_down_is_a_503_never_a_500_or_a_hang(served, s3_server) -> N
         endpoint_url = f"http://127.0.0.1:{_closed_port()}"
         access_key, secret_key, region = s3_server.access_key, s3_server.secret_key, s3_server.region
 
-    no_s3 = gateway_client(served, DeadS3(), timeouts={"redis_s": 0.5, "s3_s": 0.5})
+    no_s3 = gateway_client(settings, DeadS3(), timeouts={"redis_s": 0.5, "s3_s": 0.5})
     assert no_s3.get(plan).status_code == 200  # a first plan from the registry's sparse index needs no S3 request
     response = no_s3.get(plan + "&max_bytes=1")  # smaller than the sparse span: the batch index must be read
     assert response.status_code == 503 and response.json()["error"]["code"] == "storage_unavailable"

@@ -7,16 +7,18 @@ import re
 
 import pytest
 
-from tests.support.gateway_env import gateway_client, uploaded_partition
+from tests.support.gateway_env import gateway_client, unique_topic, uploaded_partition
 
 pytestmark = pytest.mark.integration
 BOUND = 8192
 
 
 @pytest.fixture
-def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
-    _, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "cached", count=300)
-    return settings, gateway_client(settings, s3_server, cache={"listing_bytes": BOUND, "segment_bytes": 2 * BOUND})
+def served(kafka_server, tmp_path, redis_server, s3_server, s3_bucket):
+    """A topic of its own on the shared broker, uploaded; (topic, agent settings, gateway client)."""
+    topic = unique_topic("cached")
+    _, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, count=300)
+    return topic, settings, gateway_client(settings, s3_server, cache={"listing_bytes": BOUND, "segment_bytes": 2 * BOUND})
 
 
 def _metric(body: str, name: str, cluster: str, cache: str) -> float:
@@ -26,13 +28,13 @@ def _metric(body: str, name: str, cluster: str, cache: str) -> float:
 
 
 def test_hammering_unknown_partitions_keeps_the_negative_cache_within_its_bytes(served) -> None:
-    settings, client = served
+    topic, settings, client = served
     reader = client.app.state.readers[settings.cluster]
     listings = next(c for c in reader.caches if c.name == "listing")
     assert listings.capacity_bytes == BOUND
     for i in range(300):  # every one unknown: a listing that finds nothing, remembered (negative cache)
-        topic, partition = (f"nope-{i}", 0) if i % 2 else ("cached", 1000 + i)
-        response = client.get(f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/{partition}/plan", params={"offset": 0})
+        asked, partition = (f"nope-{i}", 0) if i % 2 else (topic, 1000 + i)
+        response = client.get(f"/v1/clusters/{settings.cluster}/topics/{asked}/partitions/{partition}/plan", params={"offset": 0})
         assert response.status_code == 404 and response.json()["error"]["code"] == "unknown_topic_or_partition"
         assert listings.bytes <= BOUND
     assert 0 < len(listings) < 300 and listings.evictions >= 300 - len(listings) - 1 and listings.misses >= 300
@@ -44,8 +46,8 @@ def test_hammering_unknown_partitions_keeps_the_negative_cache_within_its_bytes(
 
 
 def test_every_cache_is_bounded_by_bytes_and_exported(served) -> None:
-    settings, client = served
-    base = f"/v1/clusters/{settings.cluster}/topics/cached/partitions/0"
+    topic, settings, client = served
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     for offset in (0, 0, 5, 100):
         assert client.get(f"{base}/plan", params={"offset": offset}).status_code == 200
     reader = client.app.state.readers[settings.cluster]

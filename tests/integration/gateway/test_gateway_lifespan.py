@@ -1,6 +1,6 @@
 """The gateway's shutdown (its FastAPI lifespan) closes every pool it opened.
 
-Against the real Redis, SeaweedFS and development broker: after a request that used all three,
+Against the real Redis, SeaweedFS and Kafka (the session's shared broker): after a request that used all three,
 leaving the ``TestClient`` context (which runs the lifespan's shutdown, as uvicorn does) must
 leave no Redis connection of the app (``CLIENT LIST`` on the server, by the client name the
 test gives the app's Redis URL), no TCP connection of this process to S3 or to the broker opened
@@ -19,7 +19,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from tests.support.agent_env import agent_settings
-from tests.support.gateway_env import gateway_settings, pinterest_bucket
+from tests.support.gateway_env import gateway_settings, pinterest_bucket, unique_topic
 from tests.support.kafka_clients import create_topic
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_gateway import kafka_offsets
@@ -52,15 +52,15 @@ def connections_to(port: int) -> set[tuple[str, str]]:
     return found
 
 
-def test_shutdown_closes_redis_s3_kafka_and_threads(start_dev_broker, redis_server, s3_server, s3_bucket, tmp_path) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
-    create_topic(broker.broker.bootstrap_servers, "pint", 1)  # its offsets come from the partition leader's connection
+def test_shutdown_closes_redis_s3_kafka_and_threads(kafka_server, redis_server, s3_server, s3_bucket, tmp_path) -> None:
+    topic = unique_topic("pint")
+    create_topic(kafka_server.bootstrap_servers, topic, 1)  # its offsets come from the partition leader's connection
     client_name = f"gateway-lifespan-{uuid.uuid4().hex[:8]}"
     agent = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket, redis={"url": f"{redis_server.url}?client_name={client_name}"})
-    pinterest_bucket(s3_server, s3_bucket, Keyspace(agent.s3.prefix, agent.cluster, agent.s3.entropy_bits), "pint", segments=2)
-    settings = gateway_settings(agent, s3_server, broker.broker.bootstrap_servers)
+    pinterest_bucket(s3_server, s3_bucket, Keyspace(agent.s3.prefix, agent.cluster, agent.s3.entropy_bits), topic, segments=2)
+    settings = gateway_settings(agent, s3_server, kafka_server.bootstrap_servers)
     s3_port = urlsplit(s3_server.endpoint_url).port
-    broker_port = int(broker.broker.bootstrap_servers.rsplit(":", 1)[1])
+    broker_port = int(kafka_server.bootstrap_servers.rsplit(":", 1)[1])
     admin = redis.Redis.from_url(redis_server.url)
 
     def app_redis_connections() -> int:
@@ -70,7 +70,7 @@ def test_shutdown_closes_redis_s3_kafka_and_threads(start_dev_broker, redis_serv
     threads_before = set(threading.enumerate())
     app = create_app(settings)
     with TestClient(app) as client:
-        answer = client.get(f"/v1/clusters/{agent.cluster}/topics/pint/partitions/0")  # registry, S3 listing, Kafka offsets
+        answer = client.get(f"/v1/clusters/{agent.cluster}/topics/{topic}/partitions/0")  # registry, S3 listing, Kafka offsets
         assert answer.status_code == 200, answer.text
         assert answer.json()["remote"]["earliest_offset"] == 0 and answer.json()["kafka"] is not None
         assert app_redis_connections() >= 1

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.support.gateway_env import gateway_client, uploaded_partition
+from tests.support.gateway_env import gateway_client, unique_topic, uploaded_partition
 from tests.support.agent_env import registry_for
 from tiered_kafka.format.record_batch import iter_batches
 
@@ -20,15 +20,17 @@ def fetch(url: str, range_header: str) -> bytes:
 
 
 @pytest.fixture
-def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
-    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "planned")
-    return broker, settings, gateway_client(settings, s3_server, broker.broker.bootstrap_servers)
+def served(kafka_server, tmp_path, redis_server, s3_server, s3_bucket):
+    """A topic of its own on the shared broker, uploaded; (topic, agent settings, gateway client)."""
+    topic = unique_topic("planned")
+    broker, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic)
+    return topic, settings, gateway_client(settings, s3_server, broker.bootstrap_servers)
 
 
 def test_plans_at_segment_starts_middles_and_ends_decode_to_their_offsets(served) -> None:
-    _, settings, client = served
-    entries = registry_for(settings).segments("planned", 0)
-    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    topic, settings, client = served
+    entries = registry_for(settings).segments(topic, 0)
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     for entry in entries[:4]:
         for offset in (entry.base_offset, (entry.base_offset + entry.last_offset) // 2, entry.last_offset):
             for max_bytes in (1, 30_000, 1_000_000):
@@ -45,29 +47,29 @@ def test_plans_at_segment_starts_middles_and_ends_decode_to_their_offsets(served
 
 
 def test_partition_detail_and_topic_listing(served) -> None:
-    broker, settings, client = served
-    entries = registry_for(settings).segments("planned", 0)
-    detail = client.get(f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0").json()
+    topic, settings, client = served
+    entries = registry_for(settings).segments(topic, 0)
+    detail = client.get(f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0").json()
     assert detail["remote"]["earliest_offset"] == 0 and detail["remote"]["latest_offset"] == entries[-1].last_offset
     assert detail["kafka"] == {"log_start_offset": 0, "high_watermark": 2000}
     topics = client.get(f"/v1/clusters/{settings.cluster}/topics").json()
-    assert topics["topics"] == [{"name": "planned", "partitions": [0]}]
+    assert topics["topics"] == [{"name": topic, "partitions": [0]}]
     assert client.get("/v1/clusters").json() == {"clusters": [settings.cluster]}
 
 
 def test_offsets_outside_remote_storage_and_bad_input_are_clear_4xx(served) -> None:
-    _, settings, client = served
-    latest = registry_for(settings).partition_info("planned", 0).latest_offset
-    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    topic, settings, client = served
+    latest = registry_for(settings).partition_info(topic, 0).latest_offset
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     cases = [
         (f"{base}/plan?offset={latest + 1}", 416, "offset_not_in_remote_storage"),
         (f"{base}/plan?offset=-1", 422, "invalid_request"),
         (f"{base}/plan?offset=abc", 422, "invalid_request"),
         (f"{base}/plan?offset=0&max_bytes=0", 422, "invalid_request"),
         (f"{base}/plan?offset=0&max_bytes=99999999999", 422, "invalid_request"),
-        (f"/v1/clusters/nope/topics/planned/partitions/0/plan?offset=0", 404, "unknown_cluster"),
+        (f"/v1/clusters/nope/topics/{topic}/partitions/0/plan?offset=0", 404, "unknown_cluster"),
         (f"/v1/clusters/{settings.cluster}/topics/other/partitions/0/plan?offset=0", 404, "unknown_topic_or_partition"),
-        (f"/v1/clusters/{settings.cluster}/topics/planned/partitions/7/plan?offset=0", 404, "unknown_topic_or_partition"),
+        (f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/7/plan?offset=0", 404, "unknown_topic_or_partition"),
         (f"/v1/clusters/{settings.cluster}/topics/bad$name/partitions/0/plan?offset=0", 422, "invalid_request"),
     ]
     for url, status, code in cases:
@@ -76,11 +78,11 @@ def test_offsets_outside_remote_storage_and_bad_input_are_clear_4xx(served) -> N
 
 
 def test_offset_for_timestamp_without_downloading_segments(served) -> None:
-    _, settings, client = served
+    topic, settings, client = served
     registry = registry_for(settings)
-    entries = registry.segments("planned", 0)
+    entries = registry.segments(topic, 0)
     target = entries[2]
-    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     found = client.get(f"{base}/offsets", params={"timestamp": target.max_timestamp}).json()
     assert found["offset"] is not None and found["record_timestamp"] >= target.max_timestamp
     assert found["offset"] <= target.last_offset
@@ -89,8 +91,8 @@ def test_offset_for_timestamp_without_downloading_segments(served) -> None:
 
 
 def test_expired_and_tampered_urls_are_refused_by_s3(served, s3_server) -> None:
-    _, settings, client = served
-    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    topic, settings, client = served
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     plan = client.get(f"{base}/plan", params={"offset": 5, "max_bytes": 10_000}).json()
     r = plan["ranges"][0]
     assert fetch(r["url"], r["range_header"])
@@ -112,8 +114,8 @@ def test_expired_and_tampered_urls_are_refused_by_s3(served, s3_server) -> None:
 
 
 def test_metrics_report_latency_caches_presigns_and_kafka_use(served) -> None:
-    _, settings, client = served
-    base = f"/v1/clusters/{settings.cluster}/topics/planned/partitions/0"
+    topic, settings, client = served
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
     for _ in range(3):
         assert client.get(f"{base}/plan", params={"offset": 10}).status_code == 200
     assert client.get(base).status_code == 200  # asks Kafka for its watermarks

@@ -1,34 +1,46 @@
-"""Records as JSON over real Redis, SeaweedFS, the agent's uploads and the development broker."""
+"""Records as JSON over real Redis, SeaweedFS, the agent's uploads and Kafka (the session's shared broker)."""
 
 from __future__ import annotations
 
 import base64
 import time
+from typing import NamedTuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from fastapi.testclient import TestClient
 
 from tests.support.agent_env import registry_for
-from tests.support.gateway_env import gateway_client, uploaded_partition
+from tests.support.gateway_env import gateway_client, unique_topic, uploaded_partition
 from tests.support.transactions import BASE_TIMESTAMP, COMMITTED_OFFSETS, uploaded_transactional_log
+from tiered_kafka_agent.config import AgentSettings
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "records"
 COUNT = 2000
 
 
+class Served(NamedTuple):
+    """A topic of its own on the shared broker, uploaded, and a gateway serving it."""
+
+    topic: str
+    bootstrap: str
+    settings: AgentSettings
+    client: TestClient
+    latest: int  # the last offset in remote storage
+
+
 @pytest.fixture
-def served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket):
-    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, TOPIC, COUNT)
-    bootstrap = broker.broker.bootstrap_servers
-    latest = registry_for(settings).partition_info(TOPIC, 0).latest_offset
+def served(kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> Served:
+    topic = unique_topic("records")
+    broker, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, COUNT)
+    latest = registry_for(settings).partition_info(topic, 0).latest_offset
     assert latest < COUNT - 1  # the active segment is hot only
-    return bootstrap, settings, gateway_client(settings, s3_server, bootstrap), latest
+    return Served(topic, broker.bootstrap_servers, settings, gateway_client(settings, s3_server, broker.bootstrap_servers), latest)
 
 
-def url(settings, topic: str = TOPIC) -> str:
+def url(settings, topic: str) -> str:
     return f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/records"
 
 
@@ -61,39 +73,48 @@ def b64(data: bytes | None) -> str | None:
 
 
 def test_remote_records_equal_what_kafka_returns(served) -> None:
-    bootstrap, settings, client, latest = served
-    entries = registry_for(settings).segments(TOPIC, 0)
+    topic, bootstrap, settings, client, latest = served
+    entries = registry_for(settings).segments(topic, 0)
     for offset in (0, 1, entries[1].base_offset, (entries[2].base_offset + entries[2].last_offset) // 2, latest - 3, latest):
-        body = client.get(url(settings), params={"offset": offset, "max_records": 40}).json()
+        body = client.get(url(settings, topic), params={"offset": offset, "max_records": 40}).json()
         assert body["source"] == "remote", body
         records = body["records"]
         assert records and records[0]["offset"] == offset
         assert [r["offset"] for r in records] == list(range(offset, offset + len(records)))
         assert body["next_offset"] == offset + len(records)
-        assert records == kafka_read(bootstrap, TOPIC, offset, len(records))
+        assert records == kafka_read(bootstrap, topic, offset, len(records))
         assert body["remote_latest_offset"] == latest
 
 
 def test_hot_records_are_proxied_to_kafka_and_equal_what_kafka_returns(served) -> None:
-    bootstrap, settings, client, latest = served
+    topic, bootstrap, settings, client, latest = served
     for offset in (latest + 1, COUNT - 5):
-        body = client.get(url(settings), params={"offset": offset, "max_records": 50}).json()
+        body = client.get(url(settings, topic), params={"offset": offset, "max_records": 50}).json()
         assert body["source"] == "kafka", body
-        expected = kafka_read(bootstrap, TOPIC, offset, min(50, COUNT - offset))
+        expected = kafka_read(bootstrap, topic, offset, min(50, COUNT - offset))
         assert body["records"] == expected
         assert body["next_offset"] == expected[-1]["offset"] + 1
         assert (body["log_start_offset"], body["high_watermark"]) == (0, COUNT)
-    at_end = client.get(url(settings), params={"offset": COUNT}).json()
+    # a read of the last records ends at the partition's end, without waiting out Kafka's fetch.max.wait.ms
+    # (500 ms a Fetch at the end is held; kafka_offsets' module docstring): the quickest of five well below it
+    durations = []
+    for _ in range(5):
+        started = time.monotonic()
+        body = client.get(url(settings, topic), params={"offset": COUNT - 5, "max_records": 50}).json()
+        durations.append(time.monotonic() - started)
+        assert [r["offset"] for r in body["records"]] == list(range(COUNT - 5, COUNT)), body
+    assert min(durations) < 0.45, durations
+    at_end = client.get(url(settings, topic), params={"offset": COUNT}).json()
     assert (at_end["records"], at_end["next_offset"], at_end["source"]) == ([], COUNT, "kafka")
-    past = client.get(url(settings), params={"offset": COUNT + 10})
+    past = client.get(url(settings, topic), params={"offset": COUNT + 10})
     assert (past.status_code, past.json()["error"]["code"]) == (416, "offset_out_of_range")
 
 
 def test_remote_preferred_hands_off_to_kafka_at_the_exact_offset(served) -> None:
-    _, settings, client, latest = served
+    topic, _, settings, client, latest = served
     offsets, sources, offset = [], set(), 0
     while offset < COUNT:
-        body = client.get(url(settings), params={"offset": offset, "max_records": 700}).json()
+        body = client.get(url(settings, topic), params={"offset": offset, "max_records": 700}).json()
         assert body["records"], body
         sources.add((body["source"], body["records"][0]["offset"] <= latest))
         offsets += [r["offset"] for r in body["records"]]
@@ -103,11 +124,11 @@ def test_remote_preferred_hands_off_to_kafka_at_the_exact_offset(served) -> None
 
 
 def test_each_mode_follows_its_rule(served) -> None:
-    bootstrap, settings, client, latest = served
+    topic, bootstrap, settings, client, latest = served
     hot = latest + 1
 
     def read(offset: int, mode: str):
-        return client.get(url(settings), params={"offset": offset, "mode": mode, "max_records": 20})
+        return client.get(url(settings, topic), params={"offset": offset, "mode": mode, "max_records": 20})
 
     assert read(5, "REMOTE_ONLY").json()["source"] == "remote"
     refused = read(hot, "REMOTE_ONLY")
@@ -121,7 +142,7 @@ def test_each_mode_follows_its_rule(served) -> None:
 
     trimmed = latest - 10
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    assert next(iter(admin.delete_records([TopicPartition(TOPIC, 0, trimmed)]).values())).result(timeout=10).low_watermark == trimmed
+    assert next(iter(admin.delete_records([TopicPartition(topic, 0, trimmed)]).values())).result(timeout=10).low_watermark == trimmed
 
     fallback = read(5, "KAFKA_PREFERRED").json()
     assert fallback["source"] == "remote" and fallback["log_start_offset"] == trimmed
@@ -133,29 +154,28 @@ def test_each_mode_follows_its_rule(served) -> None:
 
 
 def test_encodings_and_invalid_utf8(served) -> None:
-    bootstrap, settings, client, latest = served
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    # one record per batch: the development broker mis-indexes small multi-record batches (see report)
-    producer.produce(TOPIC, key="clé".encode(), value="välue ✓".encode(), partition=0, headers=[("h", "ü".encode()), ("empty", None)])
+    topic, bootstrap, settings, client, _ = served
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})  # both records in one batch
+    producer.produce(topic, key="clé".encode(), value="välue ✓".encode(), partition=0, headers=[("h", "ü".encode()), ("empty", None)])
+    producer.produce(topic, key=None, value=None, partition=0)
     assert producer.flush(30) == 0
-    producer.produce(TOPIC, key=None, value=None, partition=0)
-    assert producer.flush(30) == 0
-    body = client.get(url(settings), params={"offset": COUNT, "encoding": "utf8"}).json()
+    del producer
+    body = client.get(url(settings, topic), params={"offset": COUNT, "encoding": "utf8"}).json()
     first, second = body["records"]
     assert (first["key"], first["value"], first["headers"]) == ("clé", "välue ✓", [{"key": "h", "value": "ü"}, {"key": "empty", "value": None}])
     assert (second["key"], second["value"], second["headers"]) == (None, None, [])
-    as_b64 = client.get(url(settings), params={"offset": COUNT, "encoding": "base64"}).json()["records"][0]
+    as_b64 = client.get(url(settings, topic), params={"offset": COUNT, "encoding": "base64"}).json()["records"][0]
     assert base64.b64decode(as_b64["value"]) == "välue ✓".encode() and as_b64["headers"][0]["value"] == b64("ü".encode())
 
-    remote_utf8 = client.get(url(settings), params={"offset": 1, "max_records": 5, "encoding": "utf8"})
+    remote_utf8 = client.get(url(settings, topic), params={"offset": 1, "max_records": 5, "encoding": "utf8"})
     assert remote_utf8.status_code == 422, remote_utf8.text  # offset 1 holds bytes 0x9e3779b1: not UTF-8
     error = remote_utf8.json()["error"]
     assert error["code"] == "invalid_request" and "offset 1 is not valid UTF-8; use encoding=base64" in error["message"] and error["offset"] == 1
-    assert client.get(url(settings), params={"offset": 0, "max_records": 1}).status_code == 200
+    assert client.get(url(settings, topic), params={"offset": 0, "max_records": 1}).status_code == 200
 
 
 def test_bad_parameters_are_422(served) -> None:
-    _, settings, client, _ = served
+    topic, _, settings, client, _ = served
     for params in (
         {"offset": -1},
         {"offset": "x"},
@@ -168,11 +188,11 @@ def test_bad_parameters_are_422(served) -> None:
         {"offset": 0, "mode": "remote_sometimes"},
         {"offset": 0, "isolation_level": "serializable"},
     ):
-        response = client.get(url(settings), params=params)
+        response = client.get(url(settings, topic), params=params)
         assert (response.status_code, response.json()["error"]["code"]) == (422, "invalid_request"), params
     huge = 2**63 - 1  # valid, but beyond any offset the registry can hold: a 416, never a 5xx
     for mode, code in (("REMOTE_ONLY", "offset_not_in_remote_storage"), ("KAFKA_ONLY", "offset_out_of_range"), ("REMOTE_PREFERRED", "offset_out_of_range")):
-        response = client.get(url(settings), params={"offset": huge, "mode": mode})
+        response = client.get(url(settings, topic), params={"offset": huge, "mode": mode})
         assert (response.status_code, response.json()["error"]["code"]) == (416, code), mode
     unknown = client.get(f"/v1/clusters/{settings.cluster}/topics/nope/partitions/0/records", params={"offset": 0, "mode": "REMOTE_ONLY"})
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "unknown_topic_or_partition")

@@ -1,6 +1,6 @@
 """Remote data is served whether or not Kafka knows the topic (issue 13, "never silently empty").
 
-Two remote-only topics over the real stack (development broker, Redis, SeaweedFS):
+Two remote-only topics over the real stack (Kafka, the session's shared broker; Redis, SeaweedFS):
 - a bucket in Pinterest's layout (no registry) for a topic the broker never had;
 - a topic the agent uploaded and registered, then deleted from the broker.
 For each: the topic list includes it, the partition endpoint answers with the remote offsets (and
@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, wait_for
 from tests.support.fixtures import FIXTURES, MANIFEST
-from tests.support.gateway_env import gateway_client, pinterest_bucket, uploaded_partition
+from tests.support.gateway_env import gateway_client, pinterest_bucket, unique_topic, uploaded_partition
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.format.record_batch import iter_batches
@@ -61,16 +61,16 @@ def fixture_records(last_offset: int) -> list[tuple[int, str | None]]:
     return out
 
 
-def test_a_pinterest_layout_bucket_for_a_topic_kafka_never_had_is_listed_and_served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    broker = start_dev_broker(tmp_path / "logs")
+def test_a_pinterest_layout_bucket_for_a_topic_kafka_never_had_is_listed_and_served(kafka_server, redis_server, s3_server, s3_bucket) -> None:
+    topic = unique_topic("history_only")  # never created on the broker (a consumer's metadata request creates no topic)
     cluster = "pinterestCluster"
-    last = pinterest_bucket(s3_server, s3_bucket, Keyspace("custom-prefix", cluster, 5), "history_only")
+    last = pinterest_bucket(s3_server, s3_bucket, Keyspace("custom-prefix", cluster, 5), topic)
     settings = agent_settings(FIXTURES, redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "custom-prefix", "entropy_bits": 5})
-    client = gateway_client(settings, s3_server, broker.broker.bootstrap_servers)
-    base = f"/v1/clusters/{cluster}/topics/history_only/partitions/0"
+    client = gateway_client(settings, s3_server, kafka_server.bootstrap_servers)
+    base = f"/v1/clusters/{cluster}/topics/{topic}/partitions/0"
 
     topics = client.get(f"/v1/clusters/{cluster}/topics").json()
-    assert topics["topics"] == [{"name": "history_only", "partitions": [0]}] and topics["complete"] is True
+    assert topics["topics"] == [{"name": topic, "partitions": [0]}] and topics["complete"] is True
 
     response = client.get(base)
     assert response.status_code == 200, response.text
@@ -88,8 +88,8 @@ def test_a_pinterest_layout_bucket_for_a_topic_kafka_never_had_is_listed_and_ser
     got = [(r["offset"], r["value"]) for r in records.json()["records"]]
     assert got and got == expected[: len(got)]
 
-    with gateway_server(settings, s3_server, broker.broker.bootstrap_servers) as url:
-        code, printed, stderr = cat(url, cluster, "history_only")
+    with gateway_server(settings, s3_server, kafka_server.bootstrap_servers) as url:
+        code, printed, stderr = cat(url, cluster, topic)
     assert code == 0, stderr
     assert [(r["offset"], r["value"]) for r in printed] == expected  # every record, once, in order
 
@@ -119,23 +119,25 @@ def test_a_listed_segment_above_offset_wm_is_an_upload_in_flight_and_not_served(
     assert cleared.get(base).status_code == 404  # nothing committed: no segment is served, none is lost
 
 
-def test_a_registered_topic_deleted_from_kafka_is_listed_and_served(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "erased", count=1500)
-    bootstrap = broker.broker.bootstrap_servers
-    latest = registry_for(settings).partition_info("erased", 0).latest_offset
+def test_a_registered_topic_deleted_from_kafka_is_listed_and_served(kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
+    topic = unique_topic("erased")
+    broker, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, count=1500)
+    bootstrap = broker.bootstrap_servers
+    latest = registry_for(settings).partition_info(topic, 0).latest_offset
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics(["erased"]).values():
+    for future in admin.delete_topics([topic]).values():
         future.result(30)
+    del admin
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
         with pytest.raises(KafkaException, match="Unknown (topic or )?partition"):  # Kafka no longer knows it
-            probe.get_watermark_offsets(TopicPartition("erased", 0), timeout=5, cached=False)
+            probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)
     finally:
         probe.close()
     client = gateway_client(settings, s3_server, bootstrap)
-    base = f"/v1/clusters/{settings.cluster}/topics/erased/partitions/0"
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
 
-    assert client.get(f"/v1/clusters/{settings.cluster}/topics").json()["topics"] == [{"name": "erased", "partitions": [0]}]
+    assert client.get(f"/v1/clusters/{settings.cluster}/topics").json()["topics"] == [{"name": topic, "partitions": [0]}]
     response = client.get(base)
     assert response.status_code == 200, response.text
     detail = response.json()
@@ -146,34 +148,46 @@ def test_a_registered_topic_deleted_from_kafka_is_listed_and_served(start_dev_br
     assert records.status_code == 200 and [r["offset"] for r in records.json()["records"]] == list(range(50))
 
     with gateway_server(settings, s3_server, bootstrap) as url:
-        code, printed, stderr = cat(url, settings.cluster, "erased")
+        code, printed, stderr = cat(url, settings.cluster, topic)
     assert code == 0, stderr
     assert [(r["offset"], r["key"], printed_bytes(r, "value")) for r in printed] == [(i, f"k{i}", value_for(i)) for i in range(latest + 1)]
 
 
-def test_offsets_before_the_coverage_start_are_reported_as_such(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    """The broker's retention deleted the first segments before the agent began following the
-    partition: the agent's coverage starts at the log start it observed, and the gateway names it."""
-    log_dir = tmp_path / "logs"
-    broker = start_dev_broker(log_dir)
-    bootstrap = broker.broker.bootstrap_servers
-    create_topic(bootstrap, "late", 1, **{"segment.bytes": "100000", "index.interval.bytes": "4096", "retention.bytes": "250000", "file.delete.delay.ms": "0"})
-    produce(bootstrap, "late", [(0, f"k{i}".encode(), value_for(i)) for i in range(3000)], **{"linger.ms": 2, "batch.num.messages": 7})
+def test_offsets_before_the_coverage_start_are_reported_as_such(kafka_server, redis_server, s3_server, s3_bucket) -> None:
+    """The broker's retention (``retention.bytes``) deleted the first segments before the agent began
+    following the partition: the agent's coverage starts at the log start it observed, and the gateway
+    names it."""
+    topic = unique_topic("late")
+    bootstrap, directory = kafka_server.bootstrap_servers, kafka_server.log_dir / f"{topic}-0"
+    retention_bytes = 250_000
+    create_topic(bootstrap, topic, 1, **{"segment.bytes": "100000", "index.interval.bytes": "4096", "retention.bytes": str(retention_bytes), "file.delete.delay.ms": "0"})
+    produce(bootstrap, topic, [(0, f"k{i}".encode(), value_for(i)) for i in range(3000)], **{"linger.ms": 2, "batch.num.messages": 7})
+
+    def retention_done() -> bool:
+        """Kafka's rule met (``UnifiedLog.deleteRetentionSizeBreachedSegments``): the log less its oldest
+        segment is below ``retention.bytes``, and the deleted segments' files are gone. Kafka's retention
+        also ran while the records were produced: a log start above 0 alone says one pass ran, not the last."""
+        try:
+            sizes = [path.stat().st_size for path in sorted(directory.glob("*.log"))]
+        except FileNotFoundError:  # renamed to .deleted meanwhile
+            return False
+        return not list(directory.glob("*.deleted")) and sum(sizes) - sizes[0] < retention_bytes
+
+    wait_for(retention_done, timeout_s=60, what="retention")
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
-        wait_for(lambda: probe.get_watermark_offsets(TopicPartition("late", 0), timeout=5, cached=False)[0] > 0, timeout_s=60, what="retention")
-        log_start, high = probe.get_watermark_offsets(TopicPartition("late", 0), timeout=5, cached=False)
+        log_start, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)
     finally:
         probe.close()
-    wait_for(lambda: not list((log_dir / "late-0").glob("*.deleted")), what="the deleted segments' files removed")
-    settings = agent_settings(log_dir, redis_server, s3_server, s3_bucket)
+    assert 0 < log_start == min(int(path.name[:20]) for path in directory.glob("*.log")) and high == 3000
+    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics=only_topics(topic))
     registry = registry_for(settings)
     with Agent(settings):
-        wait_for(lambda: [s.base_offset for s in registry.segments("late", 0)] == rotated_bases(log_dir / "late-0"), what="uploaded")
-    coverage = registry.coverage_start("late", 0)  # the log start the agent observed when it began following
-    assert coverage is not None and coverage.offset == log_start == registry.partition_info("late", 0).earliest_offset
+        wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated_bases(directory), what="uploaded")
+    coverage = registry.coverage_start(topic, 0)  # the log start the agent observed when it began following
+    assert coverage is not None and coverage.offset == log_start == registry.partition_info(topic, 0).earliest_offset
     client = gateway_client(settings, s3_server, bootstrap)
-    base = f"/v1/clusters/{settings.cluster}/topics/late/partitions/0"
+    base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
 
     detail = client.get(base).json()
     assert (detail["coverage_start_offset"], detail["coverage_observed_ms"]) == (coverage.offset, coverage.observed_ms)
@@ -189,15 +203,16 @@ def test_offsets_before_the_coverage_start_are_reported_as_such(start_dev_broker
     assert client.get(f"{base}/plan", params={"offset": earliest}).status_code == 200
 
 
-def test_the_topic_listing_unites_registry_and_s3_and_says_when_a_bound_cut_it_short(monkeypatch, start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "registered", count=300)
+def test_the_topic_listing_unites_registry_and_s3_and_says_when_a_bound_cut_it_short(monkeypatch, kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
+    topic = unique_topic("registered")
+    _, settings = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, count=300)
     keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
-    for topic in ("listed-a", "listed-b"):  # beside the agent's, objects no registry knows of
-        pinterest_bucket(s3_server, s3_bucket, keyspace, topic, segments=1)
+    for listed in ("listed-a", "listed-b"):  # beside the agent's, objects no registry knows of
+        pinterest_bucket(s3_server, s3_bucket, keyspace, listed, segments=1)
     s3_server.client().put_object(Bucket=s3_bucket, Key=f"{settings.s3.prefix}/{settings.cluster}/not-a-partition/x", Body=b"")  # no entropy directory: skipped
     client = gateway_client(settings, s3_server, cache={"listing_ttl_s": 0})
     listing = client.get(f"/v1/clusters/{settings.cluster}/topics").json()
-    assert listing == {"cluster": settings.cluster, "topics": [{"name": n, "partitions": [0]} for n in ("listed-a", "listed-b", "registered")], "complete": True}
+    assert listing == {"cluster": settings.cluster, "topics": [{"name": n, "partitions": [0]} for n in ("listed-a", "listed-b", topic)], "complete": True}
     monkeypatch.setattr(s3_listing, "MAX_LISTED_PARTITIONS", 2)
     cut = client.get(f"/v1/clusters/{settings.cluster}/topics").json()
-    assert cut["complete"] is False and "registered" in [t["name"] for t in cut["topics"]]  # the registry's are always there
+    assert cut["complete"] is False and topic in [t["name"] for t in cut["topics"]]  # the registry's are always there

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.agent_env import registry_for
-from tests.support.gateway_env import gateway_settings, uploaded_partition
+from tests.support.gateway_env import gateway_settings, unique_topic, uploaded_partition
 from tests.support.gateway_process import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -54,10 +54,11 @@ def multiproc_dir_of(pid: int) -> Path:
     return Path(environ[b"PROMETHEUS_MULTIPROC_DIR"].decode())
 
 
-def test_two_workers_report_the_whole_server_whichever_answers(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
-    broker, agent = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "metered")
-    settings = gateway_settings(agent, s3_server, broker.broker.bootstrap_servers, cache={"index_bytes": INDEX_BYTES})
-    info = registry_for(agent).partition_info("metered", 0)
+def test_two_workers_report_the_whole_server_whichever_answers(kafka_server: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
+    topic = unique_topic("metered")
+    broker, agent = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic)
+    settings = gateway_settings(agent, s3_server, broker.bootstrap_servers, cache={"index_bytes": INDEX_BYTES})
+    info = registry_for(agent).partition_info(topic, 0)
     assert info is not None
     gateway = GatewayProcess(settings, workers=2)
     try:
@@ -66,7 +67,7 @@ def test_two_workers_report_the_whole_server_whichever_answers(start_dev_broker:
         assert len(workers) == 2, workers
         directory = multiproc_dir_of(workers[0])
         assert directory.is_dir() and multiproc_dir_of(workers[1]) == directory
-        plan = f"{gateway.url}{PLAN.format(cluster=agent.cluster, topic='metered', partition=0)}"
+        plan = f"{gateway.url}{PLAN.format(cluster=agent.cluster, topic=topic, partition=0)}"
 
         def one(offset: int) -> int:  # a fresh connection each: either worker may accept it
             answer = httpx.get(plan, params={"offset": offset, "max_bytes": 4096}, timeout=30)

@@ -34,12 +34,11 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.support.gateway_env import gateway_client, uploaded_partition
+from tests.support.gateway_env import gateway_client, unique_topic, uploaded_partition
 from tests.support.agent_env import registry_for
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "fuzzed"
 EXAMPLES = 30
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 HYPOTHESIS = settings(
@@ -67,11 +66,12 @@ def fuzz(operation: Any, strategy: Any, checks: list[Any], seen: dict[str, int],
         failures.append(f"{operation.label} [{what}]: {err}")
 
 
-def test_every_operation_fuzzed_over_real_data(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket) -> None:
-    broker, agent = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, TOPIC, count=600)
-    client = gateway_client(agent, s3_server, broker.broker.bootstrap_servers)
+def test_every_operation_fuzzed_over_real_data(kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
+    topic = unique_topic("fuzzed")  # of its own on the shared broker
+    broker, agent = uploaded_partition(kafka_server, tmp_path, redis_server, s3_server, s3_bucket, topic, count=600)
+    client = gateway_client(agent, s3_server, broker.bootstrap_servers)
     schema = schemathesis.openapi.from_asgi("/openapi.json", client.app)
-    entries = registry_for(agent).segments(TOPIC, 0)
+    entries = registry_for(agent).segments(topic, 0)
     assert entries, "nothing uploaded"
     # values inside (and just around) the uploaded data, which free generation almost never hits
     near_data = {
@@ -91,11 +91,11 @@ def test_every_operation_fuzzed_over_real_data(start_dev_broker, tmp_path, redis
         names = {p.name for p in parameters if p.location == "path"}
         if {"cluster", "topic", "partition"} <= names:
             for partition in (0, 1):  # the uploaded partition, and one with no data
-                pinned = operation.as_strategy(GenerationMode.POSITIVE, path_parameters={"cluster": agent.cluster, "topic": TOPIC, "partition": partition})
+                pinned = operation.as_strategy(GenerationMode.POSITIVE, path_parameters={"cluster": agent.cluster, "topic": topic, "partition": partition})
                 fuzz(operation, pinned, CHECKS, seen, failures, f"valid, partition {partition} of the uploaded topic")
             query = {p.name for p in parameters if p.location == "query"} & set(near_data)
             if query:
-                pinned = operation.as_strategy(GenerationMode.POSITIVE, path_parameters={"cluster": agent.cluster, "topic": TOPIC, "partition": 0})
+                pinned = operation.as_strategy(GenerationMode.POSITIVE, path_parameters={"cluster": agent.cluster, "topic": topic, "partition": 0})
                 fuzz(operation, in_range(pinned, {n: near_data[n] for n in query}), CHECKS, seen, failures, f"valid, {sorted(query)} near the uploaded data")
         elif "cluster" in names:
             pinned = operation.as_strategy(GenerationMode.POSITIVE, path_parameters={"cluster": agent.cluster})
