@@ -22,7 +22,6 @@ run: install
 # Benchmarks (not part of `make test`).
 bench: install
 	$(PY) bench/bench_decode.py
-	$(PY) bench/bench_broker.py
 	$(PY) bench/bench_agent.py
 	$(PY) bench/bench_gateway.py
 	$(PY) bench/bench_sdk.py

@@ -48,13 +48,23 @@ MIB = 1024 * 1024
 TOPIC = "bench"
 
 
-def batch(records: int, start_ts: int, value_bytes: int = 1024) -> bytes:
-    """One uncompressed batch of ``records`` values of ``value_bytes``: half random, half text."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+def record_value(value_bytes: int = 1024) -> bytes:
+    """One record value of ``value_bytes``: half random, half repetitive text (so a codec gets about 2x)."""
     text = b"the quick brown fox jumps over the lazy dog " * (1 + value_bytes // 44)
     half = value_bytes // 2
+    return os.urandom(half) + text[: value_bytes - half]
+
+
+def records_per_batch(value_bytes: int) -> int:
+    """Records in a batch of about 16 KiB (the Java producer's default ``batch.size``): 16 of 1 KiB, more when smaller."""
+    return max(16, 16384 // max(1, value_bytes))
+
+
+def batch(records: int, start_ts: int, value_bytes: int = 1024) -> bytes:
+    """One uncompressed batch of ``records`` values of ``value_bytes`` (:func:`record_value`), no keys."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
     for i in range(records):
-        builder.append(i, timestamp=start_ts + i, key=None, value=os.urandom(half) + text[: value_bytes - half], headers=[])
+        builder.append(i, timestamp=start_ts + i, key=None, value=record_value(value_bytes), headers=[])
     return bytes(builder.build())
 
 
@@ -62,7 +72,7 @@ def write_partition(directory: Path, segments: int, segment_bytes: int, value_by
     """A partition with ``segments`` rotated segments of about ``segment_bytes`` each, plus an active one:
     batches of about 16 KiB (16 records of 1 KiB; more records when they are smaller)."""
     plog = PartitionLog.create(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1))
-    payload = batch(max(16, 16384 // max(1, value_bytes)), int(time.time() * 1000), value_bytes)
+    payload = batch(records_per_batch(value_bytes), int(time.time() * 1000), value_bytes)
     while len(plog.segment_base_offsets()) <= segments:
         plog.append(payload)
     return plog

@@ -2,25 +2,26 @@
 
     .venv/bin/python bench/bench_sdk.py [--segments 4] [--segment-mib 32] [--rounds 3] [--prefetch-mib 128]
 
-Set-up: Redis and SeaweedFS (the tests' launchers); one partition written with the format core's
-log.dir writer (16-record batches of 1 KiB records, uncompressed, as ``bench_agent.py``), uploaded
-and registered by the agent; then, each in its own process so that none competes for the GIL of
-another: the gateway (uvicorn), the development broker serving the same log.dir, and each
-measured reader. Every figure reads the same records: offsets 0..L, the partition's rotated
-segments (what remote storage holds). Rounds alternate the readers; the best round of each counts.
+Set-up: Redis, SeaweedFS and Apache Kafka (the tests' launchers; Kafka one KRaft node, 1 GiB of
+heap); one partition produced to Kafka with confluent-kafka (16-record batches of 1 KiB records,
+uncompressed, the records of ``bench_agent.py``) until Kafka has rolled ``--segments`` segments, which
+the agent uploads from Kafka's log.dir and registers; then, each in its own process so that none
+competes for the GIL of another: the gateway (uvicorn), Kafka, and each measured reader. Every
+figure reads the same records: offsets 0..L, the partition's rotated segments (what remote storage
+holds). Rounds alternate the readers; the best round of each counts.
 
 1. **records/s**: ``TieredConsumer`` in REMOTE_ONLY (``consume(1000)``, no Kafka at all) beside a
-   plain ``confluent_kafka.Consumer`` fetching the same offsets from the development broker.
+   plain ``confluent_kafka.Consumer`` fetching the same offsets from Kafka.
    Goal: ratio >= 1.0. And the **reader's CPU per record** (``time.process_time``: every thread of
    the reading process, user and system, over the read) in the same runs: SDK ÷ confluent-kafka,
    goal <= 1.5 (#14). The runs compared are the best (fastest) round of each.
 2. **MB/s**: the same run's segment bytes over its time, beside a raw presigned GET of the same
    bytes: plan the partition in order (8 MiB plans) and GET every range, one keep-alive
    connection (httpx), no decoding. Goal: ratio >= 0.7.
-CPU seconds (the reader's own, during the read; SeaweedFS's over the same run) are printed too:
-on one 2-CPU machine the S3 server competes with the reader, which the broker-side reference
-does not pay for in the same way.
-3. **peak RSS**: the SDK process's peak resident memory (``ru_maxrss``) above what it used before
+CPU seconds (the reader's own, during the read; SeaweedFS's and Kafka's JVM's over the same run,
+from ``/proc/<pid>/stat``) are printed too: on one 2-CPU machine the S3 server competes with the
+SDK reader, and Kafka with confluent-kafka.
+3. **peak RSS**: the SDK process's peak resident memory (``/proc``'s VmHWM) above what it used before
    reading, beside the configured prefetch budget (``tiered.prefetch.max.bytes``). Goal: within it.
 """
 
@@ -37,7 +38,7 @@ import time
 import uuid
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -148,10 +149,6 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_child(kind: str, *args: Any) -> dict[str, Any]:
-    return run_script_child(__file__, kind, *args)
-
-
 def run_script_child(script: str, kind: str, *args: Any) -> dict[str, Any]:
     """Run reader ``kind`` of the benchmark ``script`` (its ``--child`` mode) in a process of its own,
     so each reader's CPU is its own; its JSON result (shared by bench_bulk and bench_txn)."""
@@ -163,57 +160,92 @@ def run_script_child(script: str, kind: str, *args: Any) -> dict[str, Any]:
 
 
 # -- set-up ------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def dev_broker(log_dir: Path) -> Any:
-    """The development broker on ``log_dir`` in its own process; yields bootstrap.servers."""
-    output = log_dir.parent / "broker.out"
-    with output.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "tiered_kafka_dev.broker", "--log-dir", str(log_dir), "--port", "0"], stdout=sink, stderr=subprocess.STDOUT)
+class ServedPartition(NamedTuple):
+    """What :func:`uploaded_partition` yields: where to read ``TOPIC``-0 and whose CPU to watch."""
+
+    gateway_url: str
+    cluster: str
+    last: int
+    """The last offset of the rotated segments the agent registered (every reader reads 0..last)."""
+    segment_bytes: int
+    """Their bytes as stored in S3."""
+    bootstrap: str
+    weed_pid: int
+    kafka_pid: int
+
+
+def produce_partition(bootstrap: str, directory: Path, segments: int, segment_bytes: int, value_bytes: int) -> int:
+    """Create ``TOPIC`` (one partition, ``segment.bytes`` = ``segment_bytes``, ``retention.ms`` -1) and
+    produce records of ``value_bytes`` to it with confluent-kafka (``bench_agent.record_value``: half random,
+    half text, no key; uncompressed; ``batch.num.messages`` = ``bench_agent.records_per_batch``, so batches
+    of ~16 KiB as the log.dir writer builds them) until the partition's log ``directory`` holds ``segments``
+    rotated segments: Kafka rolls a segment when the next batch would take it past ``segment.bytes``.
+    Returns the records produced (the active segment holds the last of them)."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from bench_agent import record_value, records_per_batch
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for future in admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": str(segment_bytes), "retention.ms": "-1"})]).values():
+        future.result(timeout=60)
+    del admin
+    per_batch = records_per_batch(value_bytes)
+    values = [record_value(value_bytes) for _ in range(256)]
+    chunk = per_batch * max(1, segment_bytes // 8 // value_bytes // per_batch)  # whole batches, under a segment between two looks at the directory
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False, "compression.type": "none",
+                         "linger.ms": 50, "batch.num.messages": per_batch, "log_level": 3})
+    produced = 0
     try:
-        deadline = time.monotonic() + 30
-        while "bootstrap.servers=" not in output.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the development broker did not start: {output.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield output.read_text().split("bootstrap.servers=")[1].split()[0]
+        while len(list(directory.glob("*.log"))) <= segments:
+            for _ in range(chunk):
+                while True:
+                    try:
+                        producer.produce(TOPIC, values[produced % len(values)], partition=0, on_delivery=lambda err, _m: err and errors.append(err))
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                produced += 1
+            if producer.flush(120) != 0 or errors:
+                raise RuntimeError(f"producing to {TOPIC}: {errors[:3] or 'not delivered within 120 s'}")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        producer.purge()
+        producer.flush(0)
+        del producer
+    rotated = len(list(directory.glob("*.log"))) - 1
+    if rotated != segments:
+        raise RuntimeError(f"{directory} holds {rotated} rotated segments, {segments} were asked")
+    return produced
 
 
 @contextlib.contextmanager
-def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_bytes: int = 1024) -> Iterator[tuple[str, str, int, int, str, int]]:
-    """The stack every reader benchmark reads from, each part in its own process: Redis and SeaweedFS,
-    one partition of ``TOPIC`` written with the format core's log.dir writer (``segments`` rotated
-    segments of ~``segment_mib`` MiB, records of ``value_bytes``), uploaded and registered by the
-    agent, the gateway (uvicorn) and the development broker serving the same log.dir. Yields
-    (gateway URL, cluster, last remote offset, remote bytes, bootstrap.servers, SeaweedFS's pid);
-    everything stops, then the directory goes, on exit."""
+def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_bytes: int = 1024) -> Iterator[ServedPartition]:
+    """The stack every reader benchmark reads from, each part in its own process: Redis, SeaweedFS and
+    Apache Kafka (one KRaft node, ``KafkaServer``, 1 GiB of heap); one partition of ``TOPIC`` produced to
+    Kafka (:func:`produce_partition`: ``segments`` rotated segments of ~``segment_mib`` MiB, records of
+    ``value_bytes``), whose rotated segments the agent uploads from Kafka's log.dir and registers; the
+    gateway (uvicorn). Everything stops, then the directory goes, on exit."""
     sys.path.insert(0, str(HERE))
-    from bench_agent import agent_upload, settings_for, write_partition  # noqa: E402
+    from bench_agent import agent_upload, settings_for  # noqa: E402
     from bench_gateway import gateway  # noqa: E402
 
     from tiered_kafka.registry import Registry
-    from tiered_kafka_dev.broker.storage import TOPICS_FILE
-    from tiered_kafka_dev.services import RedisServer, S3Server
+    from tiered_kafka_dev.services import KafkaServer, RedisServer, S3Server
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
-        print(f"starting Redis and SeaweedFS ({value_bytes} B records) ...", file=sys.stderr, flush=True)
+        print(f"starting Redis, SeaweedFS and Kafka ({value_bytes} B records) ...", file=sys.stderr, flush=True)
         redis_server = stack.enter_context(RedisServer())
         s3 = stack.enter_context(S3Server())
+        kafka = stack.enter_context(KafkaServer(log_dir=Path(tmp) / "kafka-logs", heap="1g"))
         bucket = s3.create_bucket(bucket_name)
-        log_dir = Path(tmp) / "logs"
-        print(f"writing {segments} segments of ~{segment_mib} MiB and uploading them with the agent ...", file=sys.stderr, flush=True)
-        write_partition(log_dir / f"{TOPIC}-0", segments, segment_mib * MIB, value_bytes).close()
-        # the development broker serves the topics its topic list names (it loads their logs from log.dir)
-        (log_dir / TOPICS_FILE).write_text(json.dumps({"topics": [{"name": TOPIC, "topic_id": str(uuid.uuid4()), "partitions": 1, "configs": {}}]}))
+        print(f"producing {segments} segments of ~{segment_mib} MiB to Kafka ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        produced = produce_partition(kafka.bootstrap_servers, kafka.log_dir / f"{TOPIC}-0", segments, segment_mib * MIB, value_bytes)
+        print(f"  {produced:,} records in {time.perf_counter() - started:.1f} s; uploading the rotated segments with the agent ...", file=sys.stderr, flush=True)
         cluster = f"bench-{uuid.uuid4().hex[:8]}"
         registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(settings_for(log_dir, redis_server.url, s3, bucket, cluster, 2), registry, segments)
+        agent_upload(settings_for(kafka.log_dir, redis_server.url, s3, bucket, cluster, 2), registry, segments)
         info = registry.partition_info(TOPIC, 0)
         if info is None or info.segment_count != segments:
             raise SystemExit("the agent did not register every segment")
@@ -222,9 +254,19 @@ def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_
             "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,
             "access_key_id": s3.access_key, "secret_access_key": s3.secret_key, "region": s3.region}}}}))
         port = stack.enter_context(gateway(config, 1))
-        bootstrap = stack.enter_context(dev_broker(log_dir))
         weed_pid = s3._proc.pid  # noqa: SLF001 (SeaweedFS's CPU share is part of the story on one machine)
-        yield f"http://127.0.0.1:{port}", cluster, info.latest_offset, info.total_bytes, bootstrap, weed_pid
+        if kafka.pid is None:
+            raise RuntimeError("Kafka is not running")
+        yield ServedPartition(f"http://127.0.0.1:{port}", cluster, info.latest_offset, info.total_bytes, kafka.bootstrap_servers, weed_pid, kafka.pid)
+
+
+def measure_round(results: list[dict[str, Any]], served: ServedPartition, script: str, kind: str, *args: Any) -> None:
+    """Reader ``kind`` of ``script`` in its own process (:func:`run_script_child`), its result appended to
+    ``results`` with the CPU-seconds SeaweedFS (``s3_cpu_s``) and Kafka's JVM (``kafka_cpu_s``) used meanwhile."""
+    weed_before, kafka_before = process_cpu_s(served.weed_pid), process_cpu_s(served.kafka_pid)
+    results.append(run_script_child(script, kind, *args))
+    results[-1]["s3_cpu_s"] = process_cpu_s(served.weed_pid) - weed_before
+    results[-1]["kafka_cpu_s"] = process_cpu_s(served.kafka_pid) - kafka_before
 
 
 def main() -> None:
@@ -243,16 +285,16 @@ def main() -> None:
         return
 
     with uploaded_partition(args.segments, args.segment_mib, "bench-sdk") as served:
-        gateway_url, cluster, last, segment_bytes, bootstrap, weed_pid = served
+        gateway_url, cluster, last, segment_bytes, bootstrap = served.gateway_url, served.cluster, served.last, served.segment_bytes, served.bootstrap
         print(f"reading offsets 0..{last} ({segment_bytes / MIB:.0f} MiB) in {args.rounds} rounds ...", file=sys.stderr, flush=True)
-        sdk, kafka, raw = [], [], []
+        sdk: list[dict[str, Any]] = []
+        kafka: list[dict[str, Any]] = []
+        raw: list[dict[str, Any]] = []
         for round_ in range(args.rounds):
             for results, kind, child_args in ((sdk, "sdk", (gateway_url, cluster, last, args.prefetch_mib * MIB, args.parallelism)), (kafka, "confluent", (bootstrap, last)), (raw, "raw", (gateway_url, cluster, last))):
-                weed_before = process_cpu_s(weed_pid)
-                results.append(run_child(kind, *child_args))
-                results[-1]["s3_cpu_s"] = process_cpu_s(weed_pid) - weed_before
+                measure_round(results, served, __file__, kind, *child_args)
             print(f"  round {round_ + 1}: sdk peak RSS growth {(sdk[-1]['rss_peak'] - sdk[-1]['rss_before']) / MIB:.1f} MiB, budget peak {sdk[-1]['budget_peak'] / MIB:.1f} MiB", file=sys.stderr)
-            print(f"  round {round_ + 1}: sdk {sdk[-1]['elapsed']:.2f} s, confluent {kafka[-1]['elapsed']:.2f} s, raw GET {raw[-1]['elapsed']:.2f} s", file=sys.stderr, flush=True)
+            print(f"  round {round_ + 1}: sdk {sdk[-1]['elapsed']:.2f} s, confluent {kafka[-1]['elapsed']:.2f} s (Kafka {kafka[-1]['kafka_cpu_s']:.2f} CPU-s), raw GET {raw[-1]['elapsed']:.2f} s", file=sys.stderr, flush=True)
         for r in raw:
             assert r["bytes"] == segment_bytes, (r["bytes"], segment_bytes)
         best_sdk = min(sdk, key=lambda r: r["elapsed"])
@@ -274,9 +316,9 @@ def main() -> None:
         sdk_cpu_us, kafka_cpu_us = best_sdk["cpu_s"] / records * 1e6, best_kafka["cpu_s"] / records * 1e6
         cpu_ratio = sdk_cpu_us / kafka_cpu_us
         print(f"{'CPU µs/record: SDK vs confluent':<34} {sdk_cpu_us:>14,.3f} {kafka_cpu_us:>14,.3f} {cpu_ratio:>7.3f}  <= 1.5  {'ok' if cpu_ratio <= 1.5 else 'MISSED'}")
-        print(f"{'CPU seconds of the best runs':<34} {'reader':>8} {'SeaweedFS':>10} {'wall':>6}")
-        for name, r in (("SDK", best_sdk), ("confluent-kafka (broker not counted)", best_kafka), ("raw presigned GET", best_raw)):
-            print(f"  {name:<32} {r['cpu_s']:>8.2f} {r['s3_cpu_s']:>10.2f} {r['elapsed']:>6.2f}")
+        print(f"{'CPU seconds of the best runs':<34} {'reader':>8} {'SeaweedFS':>10} {'Kafka':>6} {'wall':>6}")
+        for name, r in (("SDK", best_sdk), ("confluent-kafka reading Kafka", best_kafka), ("raw presigned GET", best_raw)):
+            print(f"  {name:<32} {r['cpu_s']:>8.2f} {r['s3_cpu_s']:>10.2f} {r['kafka_cpu_s']:>6.2f} {r['elapsed']:>6.2f}")
         print(f"{'peak RSS growth vs prefetch budget':<34} {rss_growth / MIB:>12.1f} Mi {budget / MIB:>12.1f} Mi {rss_growth / budget:>7.3f}  <= 1.0  {'ok' if rss_growth <= budget else 'MISSED'}")
 
 

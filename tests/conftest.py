@@ -1,6 +1,6 @@
 """Shared test configuration.
 
-The real local services (Redis, ZooKeeper, SeaweedFS) come from the fixtures of
+The real local services (Apache Kafka, Redis, ZooKeeper, SeaweedFS) come from the fixtures of
 ``tiered_kafka_dev.services.pytest_plugin``. A skipped test is never counted as passing:
 any skip fails the session (a missing service must be installed by ``dev/install.sh``).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin", "tiered_kafka_dev.broker.pytest_plugin"]
+pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin"]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

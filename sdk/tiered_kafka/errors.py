@@ -94,7 +94,7 @@ class LogWriteError(TieredKafkaError):
 class AppendRefusedError(LogWriteError):
     """An append broke one of Kafka's rules (batch size, producer epoch, sequence, transaction state).
 
-    ``kafka_error`` is the Kafka error a broker answers, in snake case, as kio's ``ErrorCode`` names
+    ``kafka_error`` is the Kafka error a broker answers, in snake case, as Kafka's ``Errors`` enum names
     it: ``message_too_large``, ``record_list_too_large`` (Java's RecordBatchTooLargeException),
     ``invalid_producer_epoch``, ``out_of_order_sequence_number``, ``invalid_txn_state``,
     ``transaction_coordinator_fenced``.

@@ -12,7 +12,7 @@ import tiered_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 #: pyarrow is an SDK dependency (the columnar decoder fills Arrow arrays), not one of these
-SERVER_SIDE = {"fastapi", "uvicorn", "redis", "kazoo", "watchdog", "pyspark", "boto3", "kio"}
+SERVER_SIDE = {"fastapi", "uvicorn", "redis", "kazoo", "watchdog", "pyspark", "boto3"}
 
 
 def _name(requirement: str) -> str:
