@@ -59,6 +59,8 @@ class ErrorCode(enum.Enum):
     OFFSET_NOT_REMOTE = (416, "offset_not_in_remote_storage")
     UNSUPPORTED_FORMAT = (422, "unsupported_segment_format")
     INTERNAL_ERROR = (500, "internal_error")
+    CORRUPT_REGISTRY_DATA = (500, "corrupt_registry_data")  # the registry holds what its schema forbids: asking again cannot help
+    REGISTRY_ERROR = (500, "registry_error")  # Redis refused a command for a reason retrying cannot fix (e.g. WRONGTYPE)
     CORRUPT_REMOTE_DATA = (502, "corrupt_remote_data")
     REGISTRY_UNAVAILABLE = (503, "registry_unavailable")
     STORAGE_UNAVAILABLE = (503, "storage_unavailable")

@@ -70,7 +70,7 @@ from tiered_kafka.read_plan import (
     plan_ranges,
     sparse_plan_fits,
 )
-from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, RegistryError, SegmentEntry, connect
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, Registry, RegistryError, RegistryUnavailableError, SegmentEntry, connect
 from tiered_kafka.service_support import s3_client
 from tiered_kafka.transactions import remote_last_stable_offset
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
@@ -156,10 +156,19 @@ class ClusterReader(SegmentIndexes):
 
     # -- errors ----------------------------------------------------------------------------
     def _registry(self, call: Callable[[], Any]) -> Any:
+        """Run a registry call; its failure as the gateway's error: 503 ``registry_unavailable`` only
+        for what a later attempt may get right (Redis unreachable, loading, cluster down), which
+        clients retry; corrupt data is a 500 ``corrupt_registry_data`` naming the key and field,
+        which they do not (retrying a malformed entry would never end)."""
         try:
             return call()
-        except RegistryError as err:
+        except RegistryUnavailableError as err:
             raise GatewayError(ErrorCode.REGISTRY_UNAVAILABLE, f"the registry of cluster {self.name} is unavailable: {err}") from err
+        except MalformedRegistryDataError as err:  # its message names the key and the field
+            log.error("corrupt registry data in cluster %s: %s", self.name, err)
+            raise GatewayError(ErrorCode.CORRUPT_REGISTRY_DATA, f"the registry of cluster {self.name} holds malformed data: {err}") from err
+        except RegistryError as err:
+            raise GatewayError(ErrorCode.REGISTRY_ERROR, f"the registry of cluster {self.name} refused a command: {err}") from err
 
     def _get(self, key: str, byte_range: str | None = None) -> bytes:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}

@@ -5,12 +5,17 @@ from __future__ import annotations
 import shutil
 import socket
 
+import httpx
 import pytest
+import redis
 
 from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
 from tests.support.fixtures import FIXTURES
 from tests.support.gateway_env import gateway_client, pinterest_bucket, unique_topic, uploaded_partition
 from tests.support.kafka_clients import create_topic, produce, value_for
+from tests.support.stack_env import gateway_server
+from tiered_kafka.errors import GatewayRequestError
+from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
@@ -159,3 +164,33 @@ def test_redis_or_s3_down_is_a_503_never_a_500_or_a_hang(served, s3_server) -> N
     assert response.status_code == 503 and response.json()["error"]["code"] == "storage_unavailable"
     assert no_s3.get("/readyz").status_code == 503
     assert no_s3.get("/healthz").status_code == 200
+
+
+def test_corrupt_registry_data_is_a_500_that_clients_do_not_retry(served, s3_server) -> None:
+    """Issue 26's live bug: a malformed registry entry was answered 503 ``registry_unavailable``,
+    which the SDK retries as transient, so corrupt data was retried forever instead of reported.
+    It is now 500 ``corrupt_registry_data`` naming the key and field, asked once by the SDK."""
+    topic, settings = served
+    registry = registry_for(settings)
+    key = registry.keys(topic, 0).segment(0)
+    registry_client = redis.Redis.from_url(settings.redis.url)
+    try:
+        assert registry_client.hset(key, "last_offset", "not-a-number") == 0  # an existing field, overwritten
+    finally:
+        registry_client.close()
+    response = gateway_client(settings, s3_server).get(f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/plan", params={"offset": 0})
+    body = response.json()
+    assert (response.status_code, body["error"]["code"]) == (500, "corrupt_registry_data"), body
+    assert key in body["error"]["message"] and "last_offset" in body["error"]["message"], body
+
+    requests: list[str] = []
+
+    class Counting(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            requests.append(request.url.path)
+            return super().handle_request(request)
+
+    with gateway_server(settings, s3_server) as url, GatewayClient(url, settings.cluster, retries=5, backoff_s=0.05, transport=Counting()) as client:
+        with pytest.raises(GatewayRequestError, match="corrupt_registry_data"):
+            client.plan(topic, 0, 0, max_bytes=1 << 20)
+    assert requests == [f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/plan"]
