@@ -38,11 +38,16 @@ names is never overwritten with other bytes (``remote_store``'s conditional PUT)
   A tail whose own key is taken is handled the same way (up to ``MAX_TAKEN_DEPTH`` levels). Only a
   segment that cannot be split (not magic 2: no batch index) under a *registered* object records
   its missing offsets as a gap naming why.
-- **Diverged replicas** (acks=1, an unclean leader election: the old leader's registered batches
-  differ from ours). Before registering from an offset inside the batches of the other leader's
+- **Diverged replicas** (acks=1, an unclean leader election, or offsets the old leader's agent
+  uploaded above the high watermark that a clean election then dropped: the old leader's registered
+  batches differ from ours). Before registering from an offset inside the batches of the other leader's
   history, :meth:`TwoLeaders._check_continuity` requires that our batch holding it starts exactly
   there and that our batch before it ends where the registered segment ends with the same CRC
-  (its ``.batchindex`` locates its last batch, a ranged GET reads the CRC). A mismatch raises
+  (its ``.batchindex`` locates its last batch, a ranged GET reads the CRC). Real Kafka replicas roll
+  at the same offsets (a follower's fetch never spans the leader's segment boundary), so a new
+  leader's first registration usually starts at its own segment's base: :meth:`TwoLeaders._check_handover`
+  then compares our previous local segment's last batch with the registered one the same way, once
+  per uploader (its first registration: where another agent's history ends). A mismatch raises
   :class:`ReplicaDivergedError`: the partition stops advancing with an error logged and counted
   (``upload_failures``) every pass, never a silent skip, until an operator decides.
 
@@ -66,11 +71,23 @@ from typing import TYPE_CHECKING
 import crc32c
 
 from tiered_kafka.format.batch_index import BatchIndex
-from tiered_kafka.format.record_batch import CRC_OFFSET
+from tiered_kafka.errors import FormatError
+from tiered_kafka.format.offset_index import OffsetIndex
+from tiered_kafka.format.record_batch import CRC_OFFSET, iter_batches
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
 from tiered_kafka_agent.faults import crash_point
-from tiered_kafka_agent.local_segments import LocalSegment, OpenSegment, SegmentGoneError, SegmentStats, open_segment, read_stats, snapshot_ready
+from tiered_kafka_agent.local_segments import (
+    LocalSegment,
+    OpenSegment,
+    SegmentGoneError,
+    SegmentNotReadyError,
+    SegmentStats,
+    list_segments,
+    open_segment,
+    read_stats,
+    snapshot_ready,
+)
 from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks, registered_from
 from tiered_kafka_agent.retry import RetryPolicy
 from tiered_kafka_agent.segment_tail import TailUnavailableError, segment_tail
@@ -109,6 +126,7 @@ class TwoLeaders:
     metrics: AgentMetrics
     upload_slots: threading.Semaphore
     _taken_seen: dict[tuple[str, str], float]  # (key, ETag) → when this uploader first met it (monotonic)
+    _accounted_until: int | None  # None until this uploader registered a segment or recorded a gap
 
     def _expected_next_offset(self) -> int | None:
         raise NotImplementedError
@@ -139,6 +157,8 @@ class TwoLeaders:
             self._record_gap(floor, entry.first - 1, "deleted before upload")
         if entry.first > entry.base_offset:
             self._check_continuity(entry, batch_index)
+        elif entry.base_offset == segment.base_offset:
+            self._check_handover(segment, entry)
         crash_point("before_register")
         try:
             registered = self._register(entry, batch_index)
@@ -206,6 +226,26 @@ class TwoLeaders:
                 entry,
                 f"our batch {before.base_offset}..{before.last_offset} has CRC {mine.hex()}, the registered segment {holder.object_key}'s last batch {theirs.hex()}",
             )
+
+    def _check_handover(self, segment: LocalSegment, entry: SegmentEntry) -> None:
+        """Raise :class:`ReplicaDivergedError` when this uploader's first registration, ``segment``
+        whole from its base, does not continue the registered segment before it: our previous local
+        segment's last batch must end where that segment ends, with the same CRC (module doc). Nothing
+        to compare (no registered segment before, our previous segment gone): no check."""
+        if self._accounted_until is not None or entry.first == 0:
+            return
+        holder = self.registry.find(self.topic, self.partition, entry.first - 1)
+        if holder is None:
+            return
+        ours = _last_batch_before(segment)
+        if ours is None:
+            return
+        last_offset, mine = ours
+        if last_offset != holder.last_offset:
+            self._diverged(entry, f"our segment before {segment.base_offset} ends at {last_offset}, the registered segment {holder.object_key} at {holder.last_offset}")
+        theirs = self._last_batch_crc(holder)
+        if theirs is not None and mine != theirs:
+            self._diverged(entry, f"our batch ending at {last_offset} has CRC {mine.hex()}, the registered segment {holder.object_key}'s last batch {theirs.hex()}")
 
     def _last_batch_crc(self, holder: SegmentEntry) -> bytes | None:
         """The CRC field of the last batch of a registered segment (its ``.batchindex`` and a ranged GET); None without a batch index."""
@@ -356,3 +396,29 @@ def _crc32c_prefix(fd: int, size: int) -> str:
         value = crc32c.crc32c(chunk, value)
         position += len(chunk)
     return f"crc32c:{value:08x}"
+
+
+def _last_batch_before(segment: LocalSegment) -> tuple[int, bytes] | None:
+    """(last offset, CRC field) of the last batch of the local segment before ``segment``, read from
+    its last ``.index`` entry on; None when there is none, it is gone, or it cannot be read."""
+    rotated, _active = list_segments(segment.directory)
+    previous = [s for s in rotated if s.base_offset < segment.base_offset]
+    if not previous:
+        return None
+    try:
+        with open_segment(previous[-1]) as opened:
+            index_size = opened.size(FileKind.INDEX)
+            start = 0
+            if index_size:
+                index = OffsetIndex.from_bytes(os.pread(opened.files[FileKind.INDEX], index_size, 0), previous[-1].base_offset)
+                start = index.lookup(segment.base_offset).position
+            data = os.pread(opened.files[FileKind.LOG], opened.size(FileKind.LOG) - start, start)
+        last: tuple[int, bytes] | None = None
+        for batch in iter_batches(data, position=start):
+            last = (batch.last_offset, bytes(batch.buffer[CRC_OFFSET : CRC_OFFSET + 4]))
+    except (SegmentGoneError, SegmentNotReadyError, OSError):
+        return None
+    except FormatError as err:  # a corrupt index or batch: reported here, and again when that segment is read
+        log.warning("segment %d: %s; its last batch cannot be compared with the registered one", previous[-1].base_offset, err)
+        return None
+    return last
