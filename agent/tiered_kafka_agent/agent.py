@@ -3,7 +3,10 @@
 - Leadership (``leadership``): ZooKeeper watches, KRaft Admin API polling, or ``static``
   (every partition directory found in the log dirs; for local runs and tests).
 - watchdog (inotify) on every log dir: a new ``.log`` (a roll) or a ``.deleted`` rename wakes
-  that partition's uploader at once; a periodic rescan covers missed events.
+  that partition's uploader at once; the broker rewriting the log dir's
+  ``replication-offset-checkpoint`` wakes the uploaders of the partitions whose high watermark
+  changed (a segment is uploaded only below it: ``high_watermark``); a periodic rescan covers
+  missed events.
 - Uploads are bounded across partitions by ``upload.max_concurrent_segments`` and, within a
   multipart file, by ``s3.part_concurrency``. Each partition has its own thread, so a slow or
   failing S3 call (retried with backoff) holds only its own partition and one upload slot.
@@ -25,12 +28,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_dir_name
+from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT
+from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_dir_name, partition_dir_name
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry, connect
 from tiered_kafka.service_support import s3_client as shared_s3_client
 from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_agent.high_watermark import HighWatermarks
 from tiered_kafka_agent.leadership import (
     KRaftLeadershipWatcher,
     Leadership,
@@ -82,7 +87,11 @@ class _LogDirEvents(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = Path(raw if isinstance(raw, str) else raw.decode()) if raw else None
-            if path is not None and SegmentFileName.try_parse(path.name) is not None:
+            if path is None:
+                continue
+            if path.name == REPLICATION_OFFSET_CHECKPOINT:
+                self.agent.high_watermarks_checkpointed(path.parent)
+            elif SegmentFileName.try_parse(path.name) is not None:
                 self.agent.wake(path.parent.name)
 
 
@@ -107,6 +116,7 @@ class Agent:
         self.metrics.observe_s3_client(self.store.client)
         self.registry = Registry(redis_client or connect(settings.redis.url, socket_timeout=10), settings.cluster)
         self.leadership = leadership or self._leadership_watcher()
+        self.high_watermarks = HighWatermarks()
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
         self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
         self._uploaders: dict[str, PartitionUploader] = {}
@@ -201,6 +211,7 @@ class Agent:
                         self.settings.upload.rescan_interval_s,
                         self.settings.upload.max_concurrent_segments,
                         predecessor=previous,
+                        high_watermarks=self.high_watermarks,
                     )
                     self._uploaders[name] = uploader
                     uploader.start()
@@ -211,6 +222,18 @@ class Agent:
             uploader = self._uploaders.get(partition_dir)
         if uploader is not None:
             uploader.wake()
+
+    def high_watermarks_checkpointed(self, log_dir: Path) -> None:
+        """The broker rewrote ``log_dir``'s ``replication-offset-checkpoint`` (every
+        ``replica.high.watermark.checkpoint.interval.ms``, changed or not): wake the uploaders of
+        the partitions whose high watermark moved."""
+        try:
+            changed = self.high_watermarks.refresh(log_dir)
+        except OSError as err:  # the rescans read it again
+            log.debug("could not read the high watermarks of %s: %s", log_dir, err)
+            return
+        for topic, partition in changed:
+            self.wake(partition_dir_name(topic, partition))
 
     def led_partitions(self) -> list[str]:
         with self._lock:

@@ -3,6 +3,7 @@
     tiered_kafka_agent_upload_lag_offsets{topic,partition}     rotated offsets not yet registered
     tiered_kafka_agent_upload_lag_seconds{topic,partition}     age of the oldest rotated segment not yet registered
     tiered_kafka_agent_watermark_age_seconds{topic,partition}  time since offset.wm last moved
+    tiered_kafka_agent_segments_awaiting_high_watermark{topic,partition}  rotated segments ending above Kafka's checkpointed high watermark
     tiered_kafka_agent_uploaded_bytes_total{topic}             bytes uploaded (all files of all segments)
     tiered_kafka_agent_segments_uploaded_total{topic}          segments uploaded and registered
     tiered_kafka_agent_upload_failures_total{topic}            segment attempts that failed after their retries
@@ -27,6 +28,9 @@ class AgentMetrics:
         self.lag_offsets = Gauge(f"{PREFIX}_upload_lag_offsets", "Rotated offsets not yet registered", tp, registry=self.registry)
         self.lag_seconds = Gauge(f"{PREFIX}_upload_lag_seconds", "Age of the oldest rotated segment not yet registered", tp, registry=self.registry)
         self.watermark_age = Gauge(f"{PREFIX}_watermark_age_seconds", "Seconds since offset.wm last moved", tp, registry=self.registry)
+        self.awaiting_high_watermark = Gauge(
+            f"{PREFIX}_segments_awaiting_high_watermark", "Rotated segments ending above the high watermark Kafka last checkpointed", tp, registry=self.registry
+        )
         self.uploaded_bytes = Counter(f"{PREFIX}_uploaded_bytes", "Bytes uploaded to S3", ["topic"], registry=self.registry)
         self.segments = Counter(f"{PREFIX}_segments_uploaded", "Segments uploaded and registered", ["topic"], registry=self.registry)
         self.failures = Counter(f"{PREFIX}_upload_failures", "Segment uploads that failed after retries", ["topic"], registry=self.registry)
@@ -57,7 +61,7 @@ class AgentMetrics:
             start_http_server(port, addr=host, registry=self.registry)
 
     def forget_partition(self, topic: str, partition: int) -> None:
-        for gauge in (self.lag_offsets, self.lag_seconds, self.watermark_age):
+        for gauge in (self.lag_offsets, self.lag_seconds, self.watermark_age, self.awaiting_high_watermark):
             try:
                 gauge.remove(topic, str(partition))
             except KeyError:

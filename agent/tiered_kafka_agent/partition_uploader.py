@@ -23,6 +23,19 @@ moves after it.
 On start, after any missed filesystem event, and every ``upload.rescan_interval_s``, the
 directory is rescanned from the watermark, so nothing depends on inotify alone.
 
+Only committed offsets go up (``high_watermark``; Kafka's ``RemoteLogManager`` rule): a rotated
+segment is uploaded once its end (the next segment's base offset) is at or below the partition's
+high watermark as Kafka last checkpointed it (``replication-offset-checkpoint``); the segments
+after it wait, in order, and the agent wakes the uploader when the broker rewrites the
+checkpoint with a new high watermark for it. No high watermark known (the partition not in the
+checkpoint, no checkpoint yet): they wait. A segment found only under its ``.deleted`` name is
+uploaded whatever the checkpoint says (retention deleted it, hence it was below the high
+watermark: ``high_watermark.committed_count``), so waiting never turns a segment into a gap while
+it is still on disk. The check happens before step 1 and writes nothing, so the crash order is
+unchanged: a restarted agent reads the checkpoint afresh, and what was registered before was
+committed. Segments waiting are not gaps: ``_check_deleted_below`` runs only when no rotated
+segment is pending at all.
+
 A segment that retention deleted before it could be opened is a *gap*: its offsets
 [expected, next base - 1] are recorded in the registry and as an S3 marker, counted in a metric
 and logged as an error. Offsets are never skipped silently. The expected next offset is never
@@ -61,6 +74,7 @@ from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_na
 from tiered_kafka.registry import CoverageStart, Registry, SegmentEntry
 from tiered_kafka_agent.coverage import establish_coverage_start, observed_log_start
 from tiered_kafka_agent.faults import crash_point
+from tiered_kafka_agent.high_watermark import HighWatermarks, committed_count
 from tiered_kafka_agent.local_segments import (
     LocalSegment,
     OpenSegment,
@@ -110,6 +124,7 @@ class PartitionUploader(TwoLeaders):
         rescan_interval_s: float,
         upload_window: int = 1,
         predecessor: PartitionUploader | None = None,
+        high_watermarks: HighWatermarks | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -121,6 +136,7 @@ class PartitionUploader(TwoLeaders):
         self.retry = retry
         self.rescan_interval_s = rescan_interval_s
         self.name = partition_dir_name(topic, partition)
+        self.high_watermarks = high_watermarks or HighWatermarks()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._watermark: int | None = None
@@ -235,9 +251,10 @@ class PartitionUploader(TwoLeaders):
         for segment in pending:
             self._first_seen.setdefault(segment.base_offset, now)
         self._update_lag(pending, active)
+        committed = self._committed(directory, pending, active)
         in_flight: deque[tuple[LocalSegment, int | None, Future[_Upload]]] = deque()
         try:
-            for index, segment in enumerate(pending):
+            for index, segment in enumerate(pending[:committed]):
                 if self._stop.is_set():
                     break
                 next_base = pending[index + 1].base_offset if index + 1 < len(pending) else active
@@ -264,6 +281,26 @@ class PartitionUploader(TwoLeaders):
         self._failures = 0
         self._update_lag(self._pending(segments, active), active)
         return self.rescan_interval_s
+
+    def _committed(self, directory: Path, pending: list[LocalSegment], active: int | None) -> int:
+        """How many of the pending segments (oldest first) hold only committed offsets
+        (``high_watermark.committed_count``, with the high watermark Kafka last checkpointed in
+        the partition's log.dir). The rest wait, counted in the ``segments_awaiting_high_watermark``
+        gauge."""
+        high_watermark = self.high_watermarks.get(directory.parent, self.topic, self.partition)
+        committed = committed_count(pending, active, high_watermark)
+        waiting = len(pending) - committed
+        self.metrics.awaiting_high_watermark.labels(self.topic, str(self.partition)).set(waiting)
+        if waiting:
+            log.debug(
+                "%s: %d rotated segment(s) from offset %d wait for the high watermark (%s in %s)",
+                self.name,
+                waiting,
+                pending[committed].base_offset,
+                "not checkpointed" if high_watermark is None else f"checkpointed at {high_watermark}",
+                directory.parent,
+            )
+        return committed
 
     def _pending(self, segments: list[LocalSegment], active: int | None) -> list[LocalSegment]:
         """Rotated segments past offset.wm: those based above it, and those based at or below it

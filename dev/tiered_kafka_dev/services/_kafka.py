@@ -79,6 +79,7 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "group.initial.rebalance.delay.ms": "0",  # Kafka: 3000
     "log.retention.check.interval.ms": "1000",  # Kafka: 300000
     "log.initial.task.delay.ms": "0",  # Kafka: 30000 before the first retention pass
+    "replica.high.watermark.checkpoint.interval.ms": "500",  # Kafka: 5000; the agent uploads only below the checkpointed high watermark
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "auto.create.topics.enable": "true",

@@ -101,6 +101,23 @@ def parse_offset_checkpoint(text: str, name: str) -> dict[tuple[str, int], int]:
     return {(t, _int(p, name)): _int(o, name) for t, p, o in _parse_lines(text, name, 3)}
 
 
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int] | None:
+    """A ``{topic} {partition} {offset}`` checkpoint file as the broker last wrote it (e.g.
+    ``replication-offset-checkpoint``: every partition's high watermark), None when it is absent.
+    The broker replaces it by a rename (module doc), so the contents read are whole.
+
+    Raises ``CorruptCheckpointError`` when the file is not a checkpoint."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"{path}: not UTF-8 text") from None
+    return parse_offset_checkpoint(text, str(path))
+
+
 def format_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> str:
     body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items()))
     return f"{CHECKPOINT_VERSION}\n{len(offsets)}\n{body}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_env import agent_settings, registry_for, rotated_bases, wait_for
+from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, rotated_bases, wait_for
 from tests.support.fixtures import FIXTURES
 from tiered_kafka_agent.agent import Agent
 from tiered_kafka_agent.leadership import Leadership, StaticLeadership, TopicPartition
@@ -28,6 +28,7 @@ OTHER = TopicPartition("other", 0)
 def _copy_partition(fixture: str, log_dir: Path, name: str) -> Path:
     target = log_dir / name
     shutil.copytree(FIXTURES / fixture, target)
+    checkpoint_high_watermarks(log_dir, [target])
     return target
 
 

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
+from tests.support.agent_env import checkpoint_high_watermarks
 from tests.support.fixtures import FIXTURES
 
 pytestmark = pytest.mark.integration
@@ -87,6 +88,7 @@ def test_no_secret_in_debug_logs_while_uploading(redis_server, redis_user, s3_se
     redis_url = f"redis://{user}:{password}@{parts.hostname}:{parts.port}/0"
     log_dir = tmp_path / "logs"
     shutil.copytree(FIXTURES / "test_topic_a-0", log_dir / "plain-0")
+    checkpoint_high_watermarks(log_dir)
     config = tmp_path / "agent.properties"
     config.write_text(_properties(log_dir, redis_url, s3_server, s3_bucket, s3_server.secret_key))
     output = _run_agent(config, lambda text: text.count("uploaded and registered") >= 2)
@@ -105,6 +107,7 @@ def test_no_secret_in_logs_when_a_service_fails(failure: str, redis_server, redi
         redis_url, secret_key, expected = f"redis://{user}:{password}@{parts.hostname}:{parts.port}/0", "s3w" + secrets.token_urlsafe(24), "SignatureDoesNotMatch"
     log_dir = tmp_path / "logs"
     shutil.copytree(FIXTURES / "test_topic_a-1", log_dir / "failing-0")
+    checkpoint_high_watermarks(log_dir)
     config = tmp_path / "agent.properties"
     config.write_text(_properties(log_dir, redis_url, s3_server, s3_bucket, secret_key))
     output = _run_agent(config, lambda text: text.count("upload pass failed") >= 2)

@@ -12,7 +12,8 @@ What real Kafka showed: replicas roll at the same offsets (a follower's fetch ne
 leader's segment boundary, so it rolls where the leader did, even catching up from offset 0), so a
 new leader's segments do not straddle what the old leader registered: they start at its next
 offset. And a leader's rotated segment can hold offsets above the high watermark, which a clean
-election drops (the last test).
+election drops: the agent uploads only segments ending at or below the high watermark Kafka
+checkpoints (the last test).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, TopicPartition as KafkaTopicPartition
+from confluent_kafka import Consumer, ElectionType, TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.agent_env import AgentProcess, agent_settings, registry_for, wait_for
-from tests.support.kafka_clients import produce, value_for
+from tests.support.kafka_clients import consume_all, produce, value_for
+from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent
@@ -165,11 +167,11 @@ def caught_up(registry: Registry, brokers: dict[int, KafkaServer], bootstrap: st
     return True
 
 
-def remote_records(s3_server: Any, bucket: str, registry: Registry, partition: int) -> list[tuple[int, bytes | None]]:
+def remote_records(s3_server: Any, bucket: str, registry: Registry, partition: int, topic: str = TOPIC) -> list[tuple[int, bytes | None]]:
     """(offset, key) of every record the registry serves, entry by entry from its first offset, read from S3."""
     client = s3_server.client()
     found: list[tuple[int, bytes | None]] = []
-    for entry in registry.segments(TOPIC, partition):
+    for entry in registry.segments(topic, partition):
         body = client.get_object(Bucket=bucket, Key=entry.object_key)["Body"].read()
         for batch in iter_batches(body):
             if not batch.is_control:
@@ -249,19 +251,18 @@ def test_zookeeper_mode_leader_moved_by_election_and_killed(start_kafka, zk_chro
     move_and_kill(brokers, bootstrap, KAFKA_ZK_VERSION, leadership, redis_server, s3_server, s3_bucket, tmp_path)
 
 
-def test_offsets_a_dying_leader_uploaded_above_the_high_watermark_stop_the_new_leader(kafka_cluster, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
+def test_a_dying_leader_s_agent_uploads_nothing_above_the_high_watermark(kafka_cluster, redis_server, s3_server, s3_bucket, tmp_path, caplog) -> None:
     """Kafka's contract: only offsets below the high watermark are committed; a clean election (from
     the ISR) may drop the rest. Here the follower is paused (SIGSTOP, shorter than the broker session
     timeout, so it stays in the ISR), the leader takes records with acks=1 and rolls segments above
-    the high watermark, and its agent uploads and registers them at once. The leader dies; the
-    follower is elected with the log ending at the old high watermark, and new records take the
-    same offsets. The new leader's agent finds its log diverged from the registered one (its
-    previous segment's last batch differs from the registered one) and stops the partition with an
-    error instead of splicing two histories.
+    the high watermark. Its agent uploads only what ends at or below the high watermark the leader
+    checkpoints (``replication-offset-checkpoint``; Kafka's RemoteLogManager rule): the rolled
+    segments above it wait. The leader dies; the follower is elected with the log ending at the old
+    high watermark, and new records take the same offsets. The new leader's agent goes on from what
+    was registered: the registry serves exactly Kafka's records, no gap, no divergence.
 
-    Not fixed here (reported): the offsets above the high watermark stay registered, so remote reads
-    of them return records Kafka dropped; the agent should upload only segments below the high
-    watermark (Kafka's ``replication-offset-checkpoint``), as Kafka's own RemoteLogManager does."""
+    (Before the rule, the dying leader's agent registered the offsets above the high watermark, and
+    the registry served records Kafka had dropped.)"""
     caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
     bootstrap = kafka_cluster.bootstrap_servers
     topic = "above-hw"
@@ -282,42 +283,70 @@ def test_offsets_a_dying_leader_uploaded_above_the_high_watermark_stop_the_new_l
         finally:
             del admin
 
+    def checkpointed(broker: KafkaServer) -> int | None:
+        """The partition's high watermark in the broker's replication-offset-checkpoint."""
+        return (read_offset_checkpoint(broker.log_dir / REPLICATION_OFFSET_CHECKPOINT) or {}).get((topic, 0))
+
     wait_for(lambda: led_by() == 1, what="led by broker 1")
     cluster = f"cluster-{uuid.uuid4().hex[:8]}"
     leadership = {"mode": "kraft", "bootstrap_servers": bootstrap, "poll_interval_s": 0.5}
     settings = {b.node_id: agent_settings(b.log_dir, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=b.node_id, leadership=leadership, topics={"include": f"^{topic}$"}) for b in (leader, follower)}
     registry = registry_for(settings[1])
     directory = leader.log_dir / f"{topic}-0"
-    with Agent(settings[2]):
+    with Agent(settings[2]) as new_leaders_agent:
         first_agent = Agent(settings[1])
         first_agent.start()
         try:
             produce(bootstrap, topic, [(0, f"committed-{i}".encode(), value_for(i)) for i in range(100)], **{"acks": "all", "linger.ms": 2, "batch.num.messages": 7})
+            wait_for(lambda: checkpointed(leader) == 100, timeout_s=30, what="the leader checkpointing the high watermark 100")
             os.kill(follower.pid, signal.SIGSTOP)
             try:
                 produce(bootstrap, topic, [(0, f"uncommitted-{i}".encode(), value_for(i)) for i in range(100, 250)], **{"acks": "1", "linger.ms": 2, "batch.num.messages": 7})
                 active = max(int(p.name[:20]) for p in directory.glob("*.log"))
-                wait_for(lambda: registry.coverage(topic, 0).next_offset == active, timeout_s=5, what="the leader's agent registering above the high watermark")
+                hw = checkpointed(leader)
+                assert hw is not None and hw < active  # rotated segments above the high watermark
+                rotated_above = [b for b in sorted(int(p.name[:20]) for p in directory.glob("*.log")) if hw < b < active]
+                assert rotated_above, "the leader rolled no segment above the high watermark"
+
+                def waiting() -> bool:
+                    return first_agent.metrics.value("tiered_kafka_agent_segments_awaiting_high_watermark", topic=topic, partition="0") > 0
+
+                wait_for(waiting, timeout_s=30, what="the leader's agent holding the segments above the high watermark")
+                rewrites = leader.log_dir / REPLICATION_OFFSET_CHECKPOINT
+                seen = {rewrites.stat().st_ino}
+                wait_for(lambda: seen.add(rewrites.stat().st_ino) or len(seen) >= 3, timeout_s=30, what="two more checkpoints of the leader")
+                assert checkpointed(leader) == hw  # the follower is paused: the high watermark stays
+                assert registry.coverage(topic, 0).next_offset <= hw  # nothing above it registered
                 leader.kill()
             finally:
                 os.kill(follower.pid, signal.SIGCONT)
         finally:
             first_agent.stop()  # its host died with the broker
         registered = registry.coverage(topic, 0).next_offset
-        assert registered > 100
+        assert registered <= hw
         wait_for(lambda: led_by() == 2, timeout_s=90, what="broker 2 elected")
         kafka = KafkaOffsets(bootstrap)
         try:
             (log_start, kept), error = kafka.log_range(topic, 0)
-            assert (log_start, error) == (0, None) and 100 <= kept < registered  # Kafka dropped what the follower had not fetched
+            assert (log_start, error) == (0, None) and hw <= kept < active  # Kafka dropped what the follower had not fetched
             produce(bootstrap, topic, [(0, f"after-{i}".encode(), value_for(i)) for i in range(200)], **{"acks": "all", "linger.ms": 2, "batch.num.messages": 7})
             assert kafka.log_range(topic, 0) == ((0, kept + 200), None)  # the same offsets, other records
         finally:
             kafka.close()
-
-        def diverged() -> bool:
-            return any("ReplicaDivergedError" in (r.exc_text or "") or "diverged from the registered one" in r.getMessage() for r in caplog.records if r.name.startswith("tiered_kafka_agent"))
-
-        wait_for(diverged, timeout_s=60, what="the new leader's agent reporting the divergence")
-        assert registry.coverage(topic, 0).next_offset == registered  # nothing spliced on
-        assert registry.gaps(topic, 0) == []
+        new_active = lambda: max(int(p.name[:20]) for p in (follower.log_dir / f"{topic}-0").glob("*.log"))  # noqa: E731
+        wait_for(lambda: registry.coverage(topic, 0).next_offset == new_active(), timeout_s=120, what="the new leader's agent reaching its active segment")
+        assert new_leaders_agent.metrics.value("tiered_kafka_agent_segments_uploaded_total", topic=topic) > 0
+    end = registry.coverage(topic, 0).next_offset
+    assert end > kept  # the new records are remote too
+    entries = registry.segments(topic, 0)
+    assert entries[0].first == 0 and all(a.last_offset + 1 == b.first for a, b in zip(entries, entries[1:]))
+    assert registry.gaps(topic, 0) == []
+    assert not any("ReplicaDivergedError" in (r.exc_text or "") or "diverged from the registered one" in r.getMessage() for r in caplog.records if r.name.startswith("tiered_kafka_agent"))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+        in_kafka = [(m.offset(), m.key()) for m in consume_all(consumer, end)][:end]
+    finally:
+        consumer.close()
+    assert remote_records(s3_server, s3_bucket, registry, 0, topic) == in_kafka  # Kafka's records after the failover
+    assert [key for _, key in in_kafka[kept:]] == [f"after-{i}".encode() for i in range(end - kept)]

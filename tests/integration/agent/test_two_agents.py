@@ -35,7 +35,7 @@ import crc32c
 import pytest
 import redis
 
-from tests.support.agent_env import AgentProcess, agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
+from tests.support.agent_env import AgentProcess, agent_settings, checkpoint_high_watermarks, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
@@ -213,6 +213,7 @@ def test_a_leadership_move_between_differently_rolled_replicas(zookeeper_kafka, 
         uploaded_ends[p] = (bases[k + 3] if p == 2 else sk2) - 1
         replica.snapshots()
         shutil.move(str(replica.dir), str(logs1 / replica.dir.name))
+    checkpoint_high_watermarks(logs1)  # broker B's replicas, built by hand: all committed
 
     agent_b = AgentProcess(b_settings, tmp_path / "b.properties")
     agent_a = AgentProcess(a_settings, tmp_path / "a.properties")  # back, as a follower: it uploads nothing
@@ -341,6 +342,8 @@ def test_two_agents_uploading_one_partition_at_once(kafka_server, redis_server, 
     try:
         for agent in agents:
             wait_for(lambda agent=agent: "running for broker" in agent.output(), timeout_s=60, what="the agents started")
+        for d, replica_dir in zip(dirs, (alike, replica.dir)):  # built by hand: all committed
+            checkpoint_high_watermarks(d, [replica_dir])
         shutil.move(str(alike), str(dirs[0] / source.name))  # both replicas appear at once
         shutil.move(str(replica.dir), str(dirs[1] / source.name))
         wait_for(lambda: registry.coverage(topic, 0).next_offset > end, timeout_s=120, what="both agents uploaded")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.support.agent_env import checkpoint_high_watermarks
 from tests.integration.agent.test_two_agents_store import _batch, _replica, _upload
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
@@ -53,6 +54,7 @@ class Side:
         return self.store.keyspace.segment_key("t", 0, base, kind)
 
     def uploader(self, log_dir: Path) -> PartitionUploader:
+        checkpoint_high_watermarks(log_dir)  # the replicas, written by hand: all committed
         return PartitionUploader(
             "t", 0, [log_dir], self.store, self.registry, AgentMetrics(), threading.BoundedSemaphore(4), RetryPolicy(max_attempts=3, base_s=0.01), 0.05, upload_window=4
         )

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.integration.cluster.conftest import ReplyDroppingProxy
-from tests.support.agent_env import AgentProcess, agent_settings, wait_for
+from tests.support.agent_env import AgentProcess, agent_settings, checkpoint_high_watermarks, wait_for
 from tests.support.fixtures import FIXTURES
 from tests.support.gateway_env import gateway_settings
 from tests.support.gateway_process import GatewayProcess
@@ -31,6 +31,7 @@ def test_agent_and_gateway_start_before_the_cluster_is_reachable_and_recover(red
     url = f"redis+cluster://127.0.0.1:{seed_port}"
     log_dir = tmp_path / "logs"
     shutil.copytree(FIXTURES / "test_topic_a-0", log_dir / "plain-0")
+    checkpoint_high_watermarks(log_dir)  # no broker: everything written is committed
     settings = agent_settings(log_dir, SimpleNamespace(url=url), s3_server, s3_bucket, upload={"rescan_interval_s": 0.5, "backoff_base_s": 0.05, "backoff_max_s": 0.5})
     gateway = GatewayProcess(gateway_settings(settings, s3_server))
     agent = AgentProcess(settings, tmp_path / "agent.properties")

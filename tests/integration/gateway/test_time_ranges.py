@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.gateway_env import gateway_client, pinterest_bucket
 from tiered_kafka.format.log_config import LogConfig
@@ -49,6 +49,7 @@ def write_partition(log_dir: Path) -> None:
 @pytest.fixture
 def uploaded(tmp_path, redis_server, s3_server, s3_bucket):
     write_partition(tmp_path / "logs")
+    checkpoint_high_watermarks(tmp_path / "logs")  # no broker: everything written is committed
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):
