@@ -35,8 +35,8 @@ from typing import Any
 import redis
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.agent import Agent

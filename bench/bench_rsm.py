@@ -82,8 +82,8 @@ def write_segments(directory: Path, segments: int, segment_bytes: int) -> Any:
     compress far better than real data does)."""
     from bench_agent import batch  # noqa: E402
 
-    from tiered_kafka.format.log_config import LogConfig
-    from tiered_kafka.format.log_writer import PartitionLog
+    from tiered_kafka_dev.kafka_log.log_config import LogConfig
+    from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 
     plog = PartitionLog.create(directory, LogConfig(segment_bytes=segment_bytes, retention_ms=-1))
     while len(plog.segment_base_offsets()) <= segments:

@@ -54,8 +54,8 @@ BATCH_RECORDS = 16
 
 def write_topic(log_dir: Path, partitions: int, total_bytes: int, segment_bytes: int) -> int:
     """``partitions`` partition directories with ~total_bytes of batches in rolled segments; returns the records."""
-    from tiered_kafka.format.log_config import LogConfig
-    from tiered_kafka.format.log_writer import PartitionLog
+    from tiered_kafka_dev.kafka_log.log_config import LogConfig
+    from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 
     text = b"the quick brown fox jumps over the lazy dog " * 12
     now = int(time.time() * 1000)

@@ -57,8 +57,8 @@ GOAL = 1.2
 
 def write_topic(log_dir: Path, partitions: int, hours: int, bytes_per_hour: int, segment_bytes: int, base_ms: int) -> dict[int, int]:
     """Hour h's records (per partition) stamped base_ms + h hours + their index (ms); returns records per hour and partition."""
-    from tiered_kafka.format.log_config import LogConfig
-    from tiered_kafka.format.log_writer import PartitionLog
+    from tiered_kafka_dev.kafka_log.log_config import LogConfig
+    from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 
     text = b"the quick brown fox jumps over the lazy dog " * 12
     batch_bytes = BATCH_RECORDS * (RECORD_BYTES + 30)
@@ -91,8 +91,8 @@ def agent_cpu(mib: int, codec: int) -> tuple[float, float, int]:
     on a generated segment of ``mib`` MiB compressed with ``codec`` (0 none, 4 zstd)."""
     import resource
 
-    from tiered_kafka.format.log_config import LogConfig
-    from tiered_kafka.format.log_writer import PartitionLog
+    from tiered_kafka_dev.kafka_log.log_config import LogConfig
+    from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
     from tiered_kafka_agent import local_segments
 
     class BaseTimestamps(local_segments.MinTimestamp):

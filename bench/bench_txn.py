@@ -50,8 +50,8 @@ def write_transactional_partition(directory: Path, segments: int, segment_bytes:
     sys.path.insert(0, str(HERE.parent))
     from tests.support.batches import Rec, build_control, build_v2
     from tiered_kafka.format import txn_index
-    from tiered_kafka.format.log_config import LogConfig
-    from tiered_kafka.format.log_writer import PartitionLog
+    from tiered_kafka_dev.kafka_log.log_config import LogConfig
+    from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
     from tiered_kafka.format.record_batch import ControlRecordType
     from tiered_kafka.format.txn_index import AbortedTxn
 

@@ -29,7 +29,7 @@ def test_sdk_dependencies_exclude_server_side_packages() -> None:
 def test_importing_the_sdk_core_loads_no_server_side_module() -> None:
     code = (
         "import sys, tiered_kafka, tiered_kafka.keyspace\n"
-        "from tiered_kafka.format import record_batch, offset_index, time_index, segment_names, checkpoints, log_writer\n"
+        "from tiered_kafka.format import record_batch, offset_index, time_index, segment_names, checkpoints\n"
         f"print(sorted(m for m in {sorted(SERVER_SIDE)!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

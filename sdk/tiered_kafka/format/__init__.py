@@ -4,5 +4,4 @@
 - ``offset_index``: ``.index``; ``time_index``: ``.timeindex``
 - ``segment_names``: segment file names and suffixes
 - ``checkpoints``: ``offset.wm``, ``leader-epoch-checkpoint`` and Kafka's other checkpoint files
-- ``log_writer``: a log.dir writer that appends, rolls, indexes and retains like a broker
 """

@@ -6,7 +6,7 @@ A sparse map from offset to the file position of the batch holding it. 8-byte en
     position       int32   byte position of that batch in the .log
 
 Entries are strictly increasing in both fields. The broker adds one when more than
-``index.interval.bytes`` were appended since the last entry (see ``log_writer``). The active
+``index.interval.bytes`` were appended since the last entry (see ``tiered_kafka_dev.kafka_log.log_writer``, a test writer). The active
 segment's file is preallocated to ``segment.index.bytes`` and zero-filled at its tail; an
 all-zero entry can never be a real one (position 0 is never indexed, since an entry needs
 bytes appended before it), so the valid entries end at the first all-zero entry.

@@ -6,7 +6,7 @@ A sparse map from timestamp to offset. 12-byte entries::
     relativeOffset int32   offset - segment base offset, of the batch holding that timestamp
 
 The broker appends an entry alongside each offset-index entry, but only when the max
-timestamp grew, and once more when the segment rolls (see ``log_writer``). Timestamps
+timestamp grew, and once more when the segment rolls (see ``tiered_kafka_dev.kafka_log.log_writer``, a test writer). Timestamps
 strictly increase. Like the offset index, the active segment's file is preallocated and
 zero-filled; the valid entries end at the first all-zero entry.
 

@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError
 
 from tests.support.batches import Rec, build_v2
 from tiered_kafka.format import batch_index
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.local_segments import list_segments, open_segment, read_stats

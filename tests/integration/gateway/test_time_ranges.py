@@ -16,8 +16,8 @@ import pytest
 from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.gateway_env import gateway_client, pinterest_bucket
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
 

@@ -15,8 +15,8 @@ from tests.support.batches import Rec, build_v2
 from tests.support.fixtures import FIXTURES
 from tests.support.rsm_writer import make_rsa_key_pair, random_uuid, write_rsm_segment
 from tiered_kafka.errors import CorruptRecordError, GatewayRequestError
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
 from tiered_kafka.remote_read import fetch_range
 from tiered_kafka.rsm.keyring import KeyRing

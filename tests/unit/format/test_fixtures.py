@@ -8,8 +8,8 @@ import pytest
 
 from tests.support.fixtures import FIXTURES, MANIFEST, partitions, segment_logs
 from tiered_kafka.format.checkpoints import EpochEntry, parse_leader_epoch_checkpoint
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName

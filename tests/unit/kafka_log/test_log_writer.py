@@ -10,8 +10,8 @@ import pytest
 from tests.support.batches import build_legacy, build_v2, sample_records
 from tiered_kafka.errors import AppendRefusedError, ConfigError, CorruptRecordError, LogWriteError, OffsetOutOfRangeError
 from tiered_kafka.format.checkpoints import EpochEntry, parse_leader_epoch_checkpoint
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.producer_state import AppendOrigin
 from tiered_kafka.format import producer_snapshot, txn_marker

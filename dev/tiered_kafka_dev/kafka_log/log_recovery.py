@@ -24,8 +24,8 @@ from pathlib import Path
 
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format import offset_index, producer_snapshot, time_index, txn_index
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_segment import Segment
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_segment import Segment
 from tiered_kafka.format.producer_state import AppendOrigin, ProducerStateManager
 from tiered_kafka.format.record_batch import RecordBatch, iter_batches
 from tiered_kafka.format.segment_names import FileKind, segment_file_name

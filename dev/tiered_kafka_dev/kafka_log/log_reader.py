@@ -28,7 +28,7 @@ from tiered_kafka.format.record_batch import (
 from tiered_kafka.format.segment_names import FileKind
 
 if TYPE_CHECKING:
-    from tiered_kafka.format.log_segment import Segment as _Segment
+    from tiered_kafka_dev.kafka_log.log_segment import Segment as _Segment
 
 _INT32 = struct.Struct(">i").unpack_from
 

@@ -64,10 +64,10 @@ from tiered_kafka.format.checkpoints import (
     parse_leader_epoch_checkpoint,
     write_atomically,
 )
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_reader import LogReads
-from tiered_kafka.format.log_recovery import LogRecovery
-from tiered_kafka.format.log_segment import Segment
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_reader import LogReads
+from tiered_kafka_dev.kafka_log.log_recovery import LogRecovery
+from tiered_kafka_dev.kafka_log.log_segment import Segment
 from tiered_kafka.format.producer_state import AppendOrigin, ProducerStateManager
 from tiered_kafka.format.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
