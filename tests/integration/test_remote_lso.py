@@ -66,6 +66,7 @@ def _plain(bootstrap: str, tag: str, count: int) -> None:
 def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[Log]:
     with own_tiered_stack(tmp_path_factory.mktemp("remote-lso"), redis_server, s3_server, "lso") as stack:
         producer: Producer | None = None
+        log: Log | None = None
         try:
             create_tiered_topic(stack, TOPIC, 1, segment_bytes=SEGMENT_BYTES)
             _plain(stack.bootstrap, "head", HEAD)
@@ -77,13 +78,17 @@ def log(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: 
             assert producer.flush(30) == 0
             _plain(stack.bootstrap, "tail", TAIL)
             stack.wait_uploaded(TOPIC)
-            yield Log(stack, producer, HEAD)
+            log = Log(stack, producer, HEAD)
+            yield log
         finally:
             if producer is not None:
                 try:
                     producer.abort_transaction(10)
                 except Exception:  # committed by the last test
                     pass
+                producer = None  # destroyed before its broker stops (no client outlives the broker)
+                if log is not None:
+                    del log.producer
 
 
 def _drain(consumer: Any, idle_s: float = 4.0) -> list[Row]:

@@ -53,6 +53,10 @@ def port_is_open(port: int) -> bool:
 def test_exported_names() -> None:
     assert sorted(services.__all__) == [
         "HAProxyServer",
+        "KAFKA_VERSION",
+        "KAFKA_ZK_VERSION",
+        "KafkaCluster",
+        "KafkaServer",
         "LocalService",
         "MissingBinaryError",
         "RedisClusterServer",
@@ -62,6 +66,7 @@ def test_exported_names() -> None:
         "ServiceStartError",
         "SparkStandaloneCluster",
         "ZooKeeperServer",
+        "topic_configs",
     ]
 
 

@@ -42,7 +42,7 @@ def test_stack_runs_the_demo_and_stops_cleanly(tmp_path) -> None:
     assert code == 0, err[-2000:]
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     assert err.rstrip().endswith("stopping ..."), err[-2000:]
-    kafka = re.search(r"^Kafka\s+127\.0\.0\.1:\d+ .*log\.dirs (\S+),", out, re.M)
+    kafka = re.search(r"^Kafka\s+127\.0\.0\.1:\d+\s+\(Apache Kafka [\d.]+, KRaft node \d+, log\.dirs ([^\s)]+)\)$", out, re.M)
     assert kafka, out
     assert re.search(r"^Agent\s+http://127\.0\.0\.1:\d+/metrics .*leadership from Kafka's Admin API", out, re.M), out
     segments = re.search(r"segments on disk: partition 0: (\d+), partition 1: (\d+)", out)
@@ -93,6 +93,6 @@ def test_stack_runs_the_demo_and_stops_cleanly(tmp_path) -> None:
         assert re.search(rf"^  demo-{p}: {last + 1} rows, offsets 0\.\.{last},", out, re.M), out
     assert "check: row counts match the registry" in out
 
-    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_ZOOKEEPER_HOSTS", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL", "TIERED_KAFKA_GATEWAY_URL"):
+    for name in ("TIERED_KAFKA_BOOTSTRAP_SERVERS", "TIERED_KAFKA_REDIS_URL", "TIERED_KAFKA_S3_ENDPOINT_URL", "TIERED_KAFKA_AGENT_METRICS_URL", "TIERED_KAFKA_GATEWAY_URL"):
         assert f"export {name}=" in out
     assert not Path(kafka[1]).exists()  # the temporary log.dir is removed on exit

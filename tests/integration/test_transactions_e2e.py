@@ -1,10 +1,10 @@
-"""Kafka transactions end to end (issue 12): a real transactional producer writes through the
-development broker, the agent uploads the rotated segments, and every reader returns exactly what a
+"""Kafka transactions end to end (issue 12): a real transactional producer writes to a real
+Kafka broker, the agent uploads the rotated segments, and every reader returns exactly what a
 plain confluent-kafka read_committed consumer of the broker returns, offset for offset, for the
 offsets it covers.
 
-The log of each partition holds committed and aborted transactions interleaved with
-non-transactional records, and one transaction left open at the end (so the last stable offset
+The log of each partition holds committed and aborted transactions of two producers, overlapping
+and interleaved with each other and with non-transactional records, and one transaction left open at the end (so the last stable offset
 is below the high watermark). Readers: TieredConsumer in each mode, the gateway's records endpoint
 (each mode), ``tiered-kafka cat`` and the Spark data source. The last tests then move Kafka's log
 start into the middle of the uploaded transactional history (DeleteRecords, as retention would), so
@@ -36,6 +36,16 @@ TOPIC = "payments"
 PARTITIONS = 2
 ROUNDS = 24
 PER_TXN = 30
+PER_OTHER = 8
+
+
+def _txn_aborted(r: int) -> bool:
+    return r % 3 == 1
+
+
+def _other_aborted(r: int) -> bool:
+    return r % 2 == 0
+
 
 Row = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
 
@@ -56,26 +66,39 @@ def txn_stack(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_se
         finally:
             if open_producer is not None:
                 open_producer.abort_transaction(10)
+                open_producer = None  # destroyed before its broker stops (no client outlives the broker)
 
 
 def _write_log(bootstrap: str) -> Producer:
-    """Commits and aborts interleaved with plain records, over both partitions; returns the
-    producer of the transaction left open (the caller aborts it when done)."""
+    """Two transactional producers whose transactions overlap (each round both are open at once,
+    their batches interleaved, one ending before the other), their commits and aborts interleaved,
+    with plain records among them, over both partitions; returns the producer of the transaction
+    left open (the caller aborts it when done)."""
     plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"e2e-{uuid.uuid4().hex[:6]}", "linger.ms": 1})
+    other = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"e2e-other-{uuid.uuid4().hex[:6]}", "linger.ms": 1})
     txn.init_transactions(30)
+    other.init_transactions(30)
+
+    def send(producer: Producer, tag: str, r: int, indexes: range) -> None:
+        for i in indexes:
+            producer.produce(TOPIC, key=f"{tag[0]}{r}-{i}".encode(), value=_value(f"{tag}{r}", i), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+
     for r in range(ROUNDS):
         txn.begin_transaction()
-        for i in range(PER_TXN):
-            txn.produce(TOPIC, key=f"t{r}-{i}".encode(), value=_value(f"txn{r}", i), partition=i % PARTITIONS)
-        txn.flush(30)
-        for i in range(5):
-            plain.produce(TOPIC, key=f"p{r}-{i}".encode(), value=_value(f"plain{r}", i), partition=i % PARTITIONS)
-        assert plain.flush(30) == 0
-        if r % 3 == 1:
-            txn.abort_transaction(30)
-        else:
-            txn.commit_transaction(30)
+        other.begin_transaction()
+        send(txn, "txn", r, range(PER_TXN // 2))
+        send(other, "oth", r, range(PER_OTHER // 2))
+        send(txn, "txn", r, range(PER_TXN // 2, PER_TXN))
+        send(plain, "plain", r, range(5))
+        send(other, "oth", r, range(PER_OTHER // 2, PER_OTHER))
+        ends = [(txn, _txn_aborted(r)), (other, _other_aborted(r))]
+        for producer, aborted in ends if r % 2 else reversed(ends):
+            if aborted:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
     # one transaction left open, then plain records after it (not visible to read_committed)
     dangling = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"e2e-open-{uuid.uuid4().hex[:6]}", "transaction.timeout.ms": 600_000})
     dangling.init_transactions(30)
@@ -104,11 +127,13 @@ def reference(txn_stack: TieredStack) -> list[Row]:
         consumer.close()
     assert rows, "the reference read returned nothing"
     assert not any(key and key.startswith(b"open-") for _p, _o, key, _v in rows)
-    aborted = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if r % 3 == 1)
-    committed = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if r % 3 != 1)
+    aborted = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if _txn_aborted(r)) + tuple(f"oth{r}-".encode() for r in range(ROUNDS) if _other_aborted(r))
+    committed = tuple(f"txn{r}-".encode() for r in range(ROUNDS) if not _txn_aborted(r))
+    committed_other = tuple(f"oth{r}-".encode() for r in range(ROUNDS) if not _other_aborted(r))
     values = [value or b"" for _p, _o, _k, value in rows]
     assert not any(v.startswith(aborted) for v in values)
     assert sum(v.startswith(committed) for v in values) == len(committed) * PER_TXN
+    assert sum(v.startswith(committed_other) for v in values) == len(committed_other) * PER_OTHER
     assert sum(v.startswith(b"plain") for v in values) == ROUNDS * 5
     return sorted(rows)
 
@@ -152,14 +177,19 @@ def test_tiered_consumer_equals_kafka_read_committed(txn_stack: TieredStack, ref
 @pytest.fixture(scope="module")
 def broker_lso(txn_stack: TieredStack) -> dict[int, int]:
     """The broker's last stable offset per partition (ListOffsets LATEST under read_committed)."""
-    consumer = Consumer({"bootstrap.servers": txn_stack.bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
-    try:
-        lso = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1] for p in range(PARTITIONS)}
-    finally:
-        consumer.close()
-    high = {p: txn_stack.broker.broker.logs.partition(TOPIC, p).log_end_offset for p in range(PARTITIONS)}
+    lso, high = (_latest(txn_stack.bootstrap, isolation) for isolation in ("read_committed", "read_uncommitted"))
     assert all(lso[p] < high[p] for p in lso), (lso, high)  # the open transaction holds the LSO back
     return lso
+
+
+def _latest(bootstrap: str, isolation: str) -> dict[int, int]:
+    """ListOffsets LATEST per partition: the last stable offset under read_committed, the high
+    watermark under read_uncommitted."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso", "isolation.level": isolation})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_PREFERRED", "KAFKA_ONLY"])

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tiered_kafka_dev.services import KAFKA_VERSION, topic_configs
@@ -16,7 +16,7 @@ from tiered_kafka_dev.services import KAFKA_VERSION, topic_configs
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, version: str = KAFKA_VERSION, **configs: str) -> None:
     """Create a topic with topic configs under Kafka's names; a ``segment.bytes`` below Kafka 4.x's
     1 MiB minimum becomes Kafka's test-only ``internal.segment.bytes`` (``topic_configs``), so tests keep
-    their small segments. Returns once every partition has a leader that a producer sees."""
+    their small segments. Returns once every partition has a leader that answers for it (``_wait_leaders``)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, replication, config=topic_configs(configs, version))])
     for future in futures.values():
@@ -26,18 +26,26 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: in
 
 
 def _wait_leaders(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    """Until every partition has a leader in the metadata and that leader answers ListOffsets for it: a
+    KRaft broker lists itself as the leader a moment before it leads the partition, and answers
+    NOT_LEADER_OR_FOLLOWER meanwhile (a watermark query right after the creation failed so)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "create-topic-probe", "log_level": 0})
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            described = producer.list_topics(topic, timeout=5).topics.get(topic)
+            described = consumer.list_topics(topic, timeout=5).topics.get(topic)
             if described is not None and described.error is None and len(described.partitions) == partitions and all(p.leader >= 0 for p in described.partitions.values()):
-                return
+                try:
+                    for partition in range(partitions):
+                        consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=False)
+                    return
+                except KafkaException:
+                    pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"topic {topic}: no leader for every partition within {timeout_s} s")
+                raise AssertionError(f"topic {topic}: no leader answering for every partition within {timeout_s} s")
             time.sleep(0.05)
     finally:
-        del producer
+        consumer.close()
 
 
 def produce(bootstrap: str, topic: str, messages: list[tuple[int, bytes, bytes]], **config: object) -> None:
@@ -130,3 +138,29 @@ class FetchRequests:
         """Fetch requests sent so far by every client reporting here."""
         with self._lock:
             return sum(self._by_client.values())
+
+
+def wait_transactions_decided(bootstrap: str, topic: str, partitions: int = 1, timeout_s: float = 60) -> None:
+    """Until every partition's last stable offset equals its high watermark: no transaction is
+    open there and the markers of those that ended are written.
+
+    Kafka writes COMMIT/ABORT markers after ``commit_transaction()``/``abort_transaction()`` returned
+    (the transaction coordinator answers EndTxn once the decision is in ``__transaction_state``, then
+    sends WriteTxnMarkers to the partition leaders), so a record produced right after the call can
+    land before the marker. A test that needs the marker's offset waits here first."""
+    consumers = {level: Consumer({"bootstrap.servers": bootstrap, "group.id": "lso-wait", "isolation.level": level}) for level in ("read_committed", "read_uncommitted")}
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ends = {
+                level: [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(partitions)]
+                for level, consumer in consumers.items()
+            }  # fmt: skip
+            if ends["read_committed"] == ends["read_uncommitted"]:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}: transactions still undecided after {timeout_s} s (LSO {ends['read_committed']}, high watermark {ends['read_uncommitted']})")
+            time.sleep(0.05)
+    finally:
+        for consumer in consumers.values():
+            consumer.close()

@@ -5,6 +5,7 @@ HTTP, so presigned URLs are fetched from SeaweedFS as a client anywhere would)."
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,21 +60,28 @@ class TieredStack:
             directory = self.log_dir / f"{topic}-{p}"
             wait_for(lambda: set(rotated_bases(directory)) <= {s.base_offset for s in self.registry.segments(topic, p)}, what=f"{topic}-{p} uploaded")
 
-    def wait_retention(self, topic: str, partitions: int = 1) -> dict[int, int]:
-        """Until the broker's retention has deleted the oldest segments (one pass deletes all it
-        will); the log start offsets by partition."""
+    def wait_retention(self, topic: str, partitions: int = 1, settle_s: float = 3.0) -> dict[int, int]:
+        """Until the broker's retention has deleted the oldest segments and the log start offsets
+        stopped moving; the log start offsets by partition.
+
+        Kafka checks retention every ``log.retention.check.interval.ms`` (1 s here), from its start:
+        a pass that ran while the records were still being produced deleted only what exceeded the
+        limit then, and the next pass deletes more. So a log start above 0 is not the final one:
+        it must stay the same for ``settle_s`` (several passes)."""
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watermarks"})
         try:
-            starts: dict[int, int] = {}
-            for p in range(partitions):
+            seen: dict[int, tuple[int, float]] = {}
 
-                def retained() -> bool:
+            def settled() -> bool:
+                now = time.monotonic()
+                for p in range(partitions):
                     low, _high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
-                    starts[p] = low
-                    return low > 0
+                    if p not in seen or seen[p][0] != low:
+                        seen[p] = (low, now)
+                return all(seen[p][0] > 0 and now - seen[p][1] >= settle_s for p in range(partitions))
 
-                wait_for(retained, timeout_s=60, what=f"retention of {topic}-{p}")
-            return starts
+            wait_for(settled, timeout_s=90, what=f"retention of {topic}")
+            return {p: seen[p][0] for p in range(partitions)}
         finally:
             consumer.close()
 

@@ -11,13 +11,14 @@ still open at the end of remote data. Each record's timestamp is BASE_TIMESTAMP 
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
 from tests.support.batches import Rec, build_control, build_v2
 from tiered_kafka.format import txn_index
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.format.record_batch import ControlRecordType
 from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka_agent.config import AgentSettings
@@ -79,13 +80,88 @@ def write_transactional_log(directory: Path) -> PartitionLog:
 def uploaded_transactional_log(tmp_path: Path, redis_server: Any, s3_server: Any, bucket: str) -> AgentSettings:
     """The log above as topic ``txn`` partition 0, uploaded and registered by the agent (segments 0
     and 14; the active segment stays local); the agent's settings, for a gateway over it."""
-    from tests.support.agent_env import agent_settings, registry_for, wait_for
+    from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
     from tiered_kafka_agent.agent import Agent
 
     plog = write_transactional_log(tmp_path / "logs" / "txn-0")
+    checkpoint_high_watermarks(tmp_path / "logs")  # no broker: everything written is committed
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, bucket)
     registry = registry_for(settings)
     with Agent(settings):
         wait_for(lambda: [s.base_offset for s in registry.segments("txn", 0)] == [0, 14], what="transactional segments uploaded")
     plog.close()
     return settings
+
+
+class RealTransactionalLog:
+    """One partition written by real producers to a real broker: transactions committed and aborted,
+    interleaved with each other and with plain records, an abort whose marker lands segments after
+    its records, and last a transaction whose records are in rotated (uploadable) segments but whose
+    COMMIT marker is the last batch of the active segment (Kafka only).
+
+    Offsets are not fixed in advance (Kafka assigns them, and the markers take offsets too): the
+    attributes record the first offsets that matter, and what is visible to read_committed is read
+    back from the broker by a plain confluent-kafka consumer (the reference), never computed here.
+
+    ``write_until_open(bootstrap)`` writes all but the last COMMIT and returns once the last
+    transaction is open with rotated segments after its first offset; the caller waits for the
+    uploads, then ``commit_last()``; ``close()`` aborts it if it is still open.
+    """
+
+    HEAD = 2  # plain records first
+    FILLER = 160  # plain records of 300 bytes: several 16 000-byte segments
+
+    def __init__(self, topic: str, partition: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.last_first_offset = -1  # the first offset of the transaction committed by commit_last()
+        self._open: Any = None
+
+    def write_until_open(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 8000})
+        produced: list[int] = []
+
+        def send(producer: Any, tag: str, count: int) -> None:
+            """``count`` records, flushed: each call's records follow the previous call's in the log."""
+            for i in range(count):
+                producer.produce(self.topic, key=f"{tag}-{i}".encode(), value=(f"{tag}-{i:06d}|".encode() + b"x" * 300)[:300], partition=self.partition,
+                                 on_delivery=lambda err, m: produced.append(m.offset()) if err is None else produced.append(-1))  # fmt: skip
+            assert producer.flush(30) == 0
+            assert -1 not in produced, f"{tag}: a record was not delivered"
+
+        def transactional(name: str) -> Any:
+            producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{self.topic}-{name}-{uuid.uuid4().hex[:6]}", "linger.ms": 0, "transaction.timeout.ms": 600_000})
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            return producer
+
+        send(plain, "head", self.HEAD)
+        committed, aborted = transactional("a"), transactional("b")  # open at the same time, batches interleaved
+        send(committed, "a1", 3)
+        send(aborted, "b1", 3)
+        send(plain, "mid", 1)
+        send(committed, "a2", 1)
+        committed.commit_transaction(30)
+        aborted.abort_transaction(30)
+        late = transactional("c")  # aborted by a marker some segments after its records
+        send(late, "c", 2)
+        send(plain, "fill1", self.FILLER)
+        late.abort_transaction(30)
+        send(plain, "between", 1)
+        self._open = transactional("d")  # its records rotate out of the active segment while it is open
+        produced.clear()
+        send(self._open, "d", 2)
+        self.last_first_offset = produced[0]
+        send(plain, "fill2", self.FILLER)
+        del plain, committed, aborted, late
+
+    def commit_last(self) -> None:
+        self._open.commit_transaction(30)
+        self._open = None
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.abort_transaction(10)
+            self._open = None

@@ -46,6 +46,7 @@ class AssignmentMixin:
     _assigned_in_callback: bool
     _assignment_calls: int
     _deferred: Exception | None
+    _inner_paused: set[TP]  # partitions paused in librdkafka by this consumer
 
     # -- subscription and assignment --------------------------------------------------------------
     def subscribe(self, topics: list[str], on_assign: Callback | None = None, on_revoke: Callback | None = None, on_lost: Callback | None = None) -> None:
@@ -123,8 +124,10 @@ class AssignmentMixin:
         if self._cooperative:
             (inner.incremental_assign if assign else inner.incremental_unassign)([])
         elif assign:
+            self._resume_inner({(p.topic, p.partition) for p in inner.assignment()} - {(p.topic, p.partition) for p in self._kafka_side()})
             inner.assign(self._kafka_side())
         else:
+            self._resume_inner({(p.topic, p.partition) for p in inner.assignment()})
             inner.unassign()
 
     def _callback(self, kind: str, partitions: list[TopicPartition]) -> None:
@@ -211,6 +214,7 @@ class AssignmentMixin:
             return
         wanted = {(p.topic, p.partition): p for p in self._kafka_side()}
         current = {(p.topic, p.partition) for p in self._inner.assignment()}
+        self._resume_inner(current - wanted.keys())
         if self._cooperative:
             gone = [TopicPartition(t, p) for t, p in current - wanted.keys()]
             new = [wanted[tp] for tp in wanted.keys() - current]
@@ -229,6 +233,19 @@ class AssignmentMixin:
         paused = [TopicPartition(t, p) for t, p in wanted if self._partitions[(t, p)].paused]
         if paused:
             self._inner.pause(paused)
+            self._inner_paused.update((p.topic, p.partition) for p in paused)
+
+    def _resume_inner(self, leaving: set[TP]) -> None:
+        """Resume in librdkafka the partitions about to leave the inner assignment that it holds
+        paused. librdkafka keeps a partition's pause across an unassign and a later assign (its
+        per-partition state outlives the assignment), whereas a pause here, as in Kafka's Java
+        consumer, is forgotten when the partition is revoked and does not follow a partition
+        handed over to remote storage: without this, a partition paused once, revoked and assigned
+        again (or read from Kafka again) would never be fetched."""
+        resumed = [TopicPartition(t, p) for t, p in leaving & self._inner_paused]
+        if resumed and self._inner is not None:
+            self._inner.resume(resumed)
+            self._inner_paused.difference_update(leaving)
 
     def _purge_kafka_ready(self, tp: TP) -> None:
         """Forget Kafka messages of ``tp`` fetched before its position, source or pause changed

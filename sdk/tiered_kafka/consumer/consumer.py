@@ -118,6 +118,7 @@ class TieredConsumer(AssignmentMixin, OffsetsMixin, RemoteDeliveryMixin):
         self._in_rebalance = False
         self._assigned_in_callback = False
         self._assignment_calls = 0  # assignment calls made on the inner consumer
+        self._inner_paused: set[TP] = set()  # partitions paused in librdkafka (AssignmentMixin._resume_inner)
         self._rr = 0
         self._deferred: Exception | None = None
         self._by_source: dict[TP, dict[str, int]] = {}

@@ -35,6 +35,7 @@ class OffsetsMixin:
     _kafka_ready: deque[Message]
     _stored: dict[TP, int]
     _committed_stored: dict[TP, int]
+    _inner_paused: set[TP]
 
     # -- offsets --------------------------------------------------------------------------------------
     def store_offsets(self, message: Message | None = None, offsets: list[TopicPartition] | None = None) -> None:
@@ -132,6 +133,7 @@ class OffsetsMixin:
                 kafka.append(TopicPartition(p.topic, p.partition))
         if kafka and self._inner is not None:
             (self._inner.pause if paused else self._inner.resume)(kafka)
+            (self._inner_paused.update if paused else self._inner_paused.difference_update)((p.topic, p.partition) for p in kafka)
             if not paused:  # messages dropped while paused are fetched again from the position
                 for p in kafka:
                     state = self._partitions[(p.topic, p.partition)]

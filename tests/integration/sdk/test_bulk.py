@@ -1,4 +1,4 @@
-"""The bulk API (``tiered_kafka.bulk``) on the real stack (development broker, agent, SeaweedFS,
+"""The bulk API (``tiered_kafka.bulk``) on the real stack (a real Kafka broker, agent, SeaweedFS,
 Redis, gateway): exact records against the broker's own files, offsets and partitions, pandas
 (and polars / DuckDB where installed), few GETs, read_committed over the hand-built
 transactional log, and errors instead of empty results (offsets not remote, a recorded gap)."""
@@ -14,14 +14,14 @@ import pyarrow as pa
 import pytest
 
 from tests.integration.spark.conftest import records_on_disk
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import build_v2
 from tests.support.stack_env import TieredStack, create_tiered_topic, gateway_server, own_tiered_stack
 from tests.support.transactions import BASE_TIMESTAMP, COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, recs, uploaded_transactional_log
 from tiered_kafka.bulk import BulkReader, bulk_schema, read_arrow, read_table
 from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
@@ -179,6 +179,7 @@ def write_compacted_log(directory: Path) -> None:
 def test_offsets_compaction_removed_are_passed_not_gaps(tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
     """As a Kafka consumer: a plan starting after the asked offset with no recorded gap is compaction."""
     write_compacted_log(tmp_path / "logs" / "compacted-0")
+    checkpoint_high_watermarks(tmp_path / "logs")  # no broker: everything written is committed
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):

@@ -87,8 +87,8 @@ def test_export_that_reads_nothing_exits_non_zero_and_leaves_no_file(txn: Any, s
         assert not list(tmp_path.glob("*.partial"))
 
 
-def test_export_fails_on_a_recorded_gap_unless_skip_gaps(start_dev_broker: Any, redis_server: Any, s3_server: Any, s3_bucket: str, tmp_path: Path) -> None:
-    _broker, settings = uploaded_partition(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, "plain")
+def test_export_fails_on_a_recorded_gap_unless_skip_gaps(start_kafka: Any, redis_server: Any, s3_server: Any, s3_bucket: str, tmp_path: Path) -> None:
+    _broker, settings = uploaded_partition(start_kafka, tmp_path, redis_server, s3_server, s3_bucket, "plain")
     registry = Registry(redis.Redis.from_url(redis_server.url), settings.cluster)
     segments = registry.segments("plain", 0)
     lost = segments[1]

@@ -5,16 +5,17 @@ silence, never a wait without an error, never a silent continuation from Kafka."
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from tests.integration.sdk.conftest import COUNT, PARTITIONS
+from tests.integration.sdk.conftest import PARTITIONS
 from tests.integration.sdk.test_consumer_modes import expected_offsets, read_all
-from tests.support.stack_env import TieredStack, create_tiered_topic, tiered_stack
+from tests.support.stack_env import TieredStack, gateway_server
 from tiered_kafka.consumer import TieredConsumer
 
 pytestmark = pytest.mark.integration
@@ -22,23 +23,27 @@ READER = "reader-token-0123456789"  # may read orders*
 OUTSIDER = "outsider-token-0123456789"  # may read other-* only
 
 
-@pytest.fixture
-def guarded(start_dev_broker: Any, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> Iterator[tuple[TieredStack, dict[int, int]]]:
-    """The shared ``orders`` topic (early offsets remote only) behind a gateway with tokens."""
+@pytest.fixture(scope="module")
+def guarded(retained: tuple[TieredStack, dict[int, int]], s3_server: Any) -> Iterator[tuple[TieredStack, dict[int, int]]]:
+    """The shared ``orders`` topic (early offsets remote only) behind a second gateway, with tokens."""
+    stack, log_starts = retained
     auth = {"enabled": True, "tokens": {READER: ["orders.*"], OUTSIDER: ["other-.*"]}}
-    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, auth=auth) as stack:
-        create_tiered_topic(stack, "orders", PARTITIONS, retention_bytes=250_000)
-        stack.produce("orders", COUNT, PARTITIONS)
-        stack.wait_uploaded("orders", PARTITIONS)
-        yield stack, stack.wait_retention("orders", PARTITIONS)
+    with gateway_server(stack.agent, s3_server, stack.bootstrap, auth=auth) as url:
+        yield dataclasses.replace(stack, gateway_url=url), log_starts
 
 
-def poll_for(consumer: TieredConsumer, polls: int = 12) -> tuple[list, list]:
-    """(records, errors) of ``polls`` polls."""
-    records, errors = [], []
-    for _ in range(polls):
+def poll_for(consumer: TieredConsumer, errors_expected: int = PARTITIONS, timeout_s: float = 60, linger_s: float = 1.5) -> tuple[list, list]:
+    """(records, errors) polled until ``errors_expected`` errors arrived (a group's join on a real
+    broker takes a while), then for ``linger_s`` more: nothing else may follow."""
+    records: list = []
+    errors: list = []
+    deadline = time.monotonic() + timeout_s
+    until = deadline
+    while time.monotonic() < min(deadline, until):
         for message in consumer.consume(500, 0.25):
             (records if message.error() is None else errors).append(message)
+        if len(errors) >= errors_expected and until == deadline:
+            until = time.monotonic() + linger_s
     return records, errors
 
 

@@ -159,8 +159,8 @@ def test_an_unreachable_gateway_is_a_clear_error_and_nothing_is_skipped(retained
         proxy.close()
 
 
-def test_an_expired_presigned_url_is_replanned(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
-    with tiered_stack(start_dev_broker, tmp_path, redis_server, s3_server, s3_bucket, presign_ttl_s=1) as stack:
+def test_an_expired_presigned_url_is_replanned(start_kafka, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+    with tiered_stack(start_kafka, tmp_path, redis_server, s3_server, s3_bucket, presign_ttl_s=1) as stack:
         create_tiered_topic(stack, "ttl", 1)
         stack.produce("ttl", 500)
         stack.wait_uploaded("ttl")

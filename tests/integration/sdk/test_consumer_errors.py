@@ -48,14 +48,14 @@ def test_out_of_range_of_every_partition_survives_a_failure_of_one(retained: tup
         proxy.close()
 
 
-def test_a_failed_commit_on_revoke_or_close_raises(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+def test_a_failed_commit_on_revoke_or_close_raises(start_kafka, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
     """A remote-only topic (the broker does not know it): the offsets of what was read cannot be
     committed to the group (UNKNOWN_TOPIC_OR_PARTITION), and unassign() and close() say so."""
     settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
-    broker = start_dev_broker(tmp_path / "broker-logs")
+    broker = start_kafka(tmp_path / "broker-logs")
     with gateway_server(settings, s3_server) as url:
         config = {
-            "bootstrap.servers": broker.broker.bootstrap_servers, "group.id": "g-commit", "tiered.mode": "REMOTE_ONLY",
+            "bootstrap.servers": broker.bootstrap_servers, "group.id": "g-commit", "tiered.mode": "REMOTE_ONLY",
             "tiered.gateway.url": url, "tiered.cluster": settings.cluster, "isolation.level": "read_uncommitted",
         }
         consumer = TieredConsumer(config)
@@ -78,7 +78,7 @@ def test_a_failed_commit_on_revoke_or_close_raises(start_dev_broker, tmp_path: P
             consumer.poll(0)
 
 
-def test_a_failed_commit_on_a_rebalance_revoke_raises_on_the_next_poll(start_dev_broker, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
+def test_a_failed_commit_on_a_rebalance_revoke_raises_on_the_next_poll(start_kafka, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:
     """Subscribe mode: a TieredConsumer reads ``txn`` from remote storage; the broker then forgets
     the topic (DeleteTopics), so the offsets of what was read cannot be committed
     (UNKNOWN_TOPIC_OR_PARTITION). A second consumer joins the group: the rebalance revokes the
@@ -89,8 +89,8 @@ def test_a_failed_commit_on_a_rebalance_revoke_raises_on_the_next_poll(start_dev
     from tests.support.kafka_clients import create_topic
 
     settings = uploaded_transactional_log(tmp_path, redis_server, s3_server, s3_bucket)
-    broker = start_dev_broker(tmp_path / "broker-logs")
-    bootstrap = broker.broker.bootstrap_servers
+    broker = start_kafka(tmp_path / "broker-logs")
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "txn", 1)
     create_topic(bootstrap, "other", 1)
     group = "g-revoke"

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.stack_env import gateway_server
 from tiered_kafka.columnar_read import decode_planned
 from tiered_kafka.consumer.prefetch import IN_FLIGHT_FACTOR, OVERDRAFT_BYTES, THREAD_OVERHEAD, ByteBudget, ChunkKind, RemoteReader
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.gateway_client import GatewayClient
 from tiered_kafka_agent.agent import Agent
 
@@ -85,6 +85,7 @@ class CountingPool(ThreadPoolExecutor):
 
 def test_500_partitions_stay_within_the_budget_plus_the_overdraft(tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
     write_wide_topic(tmp_path / "logs")
+    checkpoint_high_watermarks(tmp_path / "logs")  # no broker: everything written is committed
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.stack_env import gateway_server
 from tiered_kafka.consumer import TieredConsumer
 from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD, default_plan_bytes
-from tiered_kafka.format.log_config import LogConfig
-from tiered_kafka.format.log_writer import PartitionLog
+from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
@@ -42,6 +42,7 @@ def write_topic(log_dir: Path) -> None:
 
 def test_a_plan_of_the_budgets_size_is_fetched_with_one_get(tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
     write_topic(tmp_path / "logs")
+    checkpoint_high_watermarks(tmp_path / "logs")  # no broker: everything written is committed
     settings = agent_settings(tmp_path / "logs", redis_server, s3_server, s3_bucket)
     registry = registry_for(settings)
     with Agent(settings):

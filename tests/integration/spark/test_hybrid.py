@@ -1,5 +1,5 @@
 """``tiered.mode`` REMOTE_PREFERRED / KAFKA_PREFERRED on the Spark source (batch reads and streams),
-against the package's stack: remote storage through the gateway, Kafka's tail from the dev broker."""
+against the package's stack: remote storage through the gateway, Kafka's tail from a real Kafka broker."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.spark.conftest import read_options
 from tests.support.agent_env import wait_for
-from tests.support.kafka_clients import value_for
+from tests.support.kafka_clients import value_for, wait_transactions_decided
 from tests.support.stack_env import TieredStack, create_tiered_topic, topic_with_a_lost_segment
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,7 @@ def retained(stack: TieredStack) -> Iterator[dict[int, tuple[int, int]]]:
     stack.wait_uploaded(RETAINED, PARTITIONS)
     stack.wait_retention(RETAINED, PARTITIONS)
     # a pass that ran while uploads went on deleted only some segments: wait until the log starts
-    # hold still over three retention checks (1 s apart, the dev broker's interval)
+    # hold still over three retention checks (1 s apart: log.retention.check.interval.ms of the local brokers)
     seen: list[dict[int, tuple[int, int]]] = []
 
     def settled() -> bool:
@@ -186,13 +186,17 @@ def test_read_committed_aborted_transaction_across_the_handoff(spark: Any, stack
     create_tiered_topic(stack, topic, 1, segment_bytes=16_000)
     stack.produce(topic, 40, 1)
     aborting = Producer({"bootstrap.servers": stack.bootstrap, "transactional.id": f"hybrid-abort-{uuid.uuid4().hex[:6]}", "linger.ms": 0})
-    aborting.init_transactions(30)
-    aborting.begin_transaction()
-    for i in aborted:  # one batch per record, so the transaction spans segments that roll while it is open
-        aborting.produce(topic, key=f"aborted-{i}".encode(), value=b"a" * 1000, partition=0)
-        assert aborting.flush(30) == 0
-    stack.produce(topic, len(mid), 1, start=mid[0])  # plain records while the transaction is open
-    aborting.abort_transaction(30)
+    try:
+        aborting.init_transactions(30)
+        aborting.begin_transaction()
+        for i in aborted:  # one batch per record, so the transaction spans segments that roll while it is open
+            aborting.produce(topic, key=f"aborted-{i}".encode(), value=b"a" * 1000, partition=0)
+            assert aborting.flush(30) == 0
+        stack.produce(topic, len(mid), 1, start=mid[0])  # plain records while the transaction is open
+        aborting.abort_transaction(30)
+    finally:
+        del aborting
+    wait_transactions_decided(stack.bootstrap, topic)  # the ABORT marker is written after abort_transaction() returns
     stack.produce(topic, 1, 1, start=marker + 1)
     stack.wait_uploaded(topic, 1)
     remote_end = stack.registry.partition_info(topic, 0).latest_offset + 1  # type: ignore[union-attr]

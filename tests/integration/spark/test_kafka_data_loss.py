@@ -1,4 +1,4 @@
-"""The executor's Kafka data-loss branch (``spark/kafka_reading.py``) against the development broker:
+"""The executor's Kafka data-loss branch (``spark/kafka_reading.py``) against a real Kafka broker:
 the driver plans Kafka slices, then Kafka's log start moves past them (DeleteRecords, as retention
 would) before the executor reads. ``failOnDataLoss=true``: an error naming the lost offsets;
 ``false``: a warning naming them and every offset Kafka still holds read, none twice.

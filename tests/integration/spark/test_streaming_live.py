@@ -1,5 +1,5 @@
 """Streams that live through changes: partitions added to a topic while the query runs
-(``AdminClient.create_partitions`` on the development broker), and a query whose process is
+(``AdminClient.create_partitions`` on a real Kafka broker), and a query whose process is
 SIGKILLed while a micro-batch is written, then restarted from its checkpoint. Both in REMOTE_ONLY
 and REMOTE_PREFERRED; every offset exactly once in a Parquet file sink with a checkpoint (read
 back through the sink's ``_spark_metadata`` log, as ``spark.read.parquet`` does)."""
