@@ -8,7 +8,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix,
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.config import AgentSettings, load_settings
-from tiered_kafka_dev.services import KAFKA_ZK_VERSION, KafkaServer, topic_configs
+from tiered_kafka_dev.services import KAFKA_ZK_VERSION, KafkaCluster, topic_configs
 
 
 def agent_settings(log_dir: Path, redis_server: Any, s3_server: Any, bucket: str, **overrides: Any) -> AgentSettings:
@@ -223,27 +222,21 @@ class ZooKeeperKafka:
 
     CONFIG = {"auto.leader.rebalance.enable": "false"}
 
-    def __init__(self, zookeeper_hosts: str, root: Path, node_ids: Sequence[int] = (1, 2)) -> None:
+    def __init__(self, zookeeper_hosts: str, root: Path, size: int = 2) -> None:
         self.zookeeper_connect = f"{zookeeper_hosts}/kafka-{uuid.uuid4().hex[:8]}"  # Kafka creates its chroot
-        self.brokers = {n: KafkaServer(log_dir=root / f"broker-{n}", node_id=n, zookeeper_connect=self.zookeeper_connect, config=self.CONFIG) for n in node_ids}
+        self.cluster = KafkaCluster(size, root=root, config=self.CONFIG, zookeeper_connect=self.zookeeper_connect)
+        self.brokers = {b.node_id: b for b in self.cluster.brokers}
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(b.bootstrap_servers for b in self.brokers.values())
+        return self.cluster.bootstrap_servers
 
     def start(self) -> ZooKeeperKafka:
-        try:
-            with ThreadPoolExecutor(len(self.brokers)) as pool:
-                for future in [pool.submit(b.start) for b in self.brokers.values()]:
-                    future.result()
-        except BaseException:
-            self.stop()
-            raise
+        self.cluster.start()
         return self
 
     def stop(self) -> None:
-        with ThreadPoolExecutor(len(self.brokers)) as pool:
-            list(pool.map(lambda b: b.stop(), self.brokers.values()))
+        self.cluster.stop()
 
     def create_topic(self, name: str, assignment: Sequence[Sequence[int]], **configs: str) -> None:
         """A topic whose partition ``i`` has the replicas ``assignment[i]`` (the first one its

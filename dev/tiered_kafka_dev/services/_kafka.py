@@ -345,26 +345,42 @@ class KafkaQuorum:
 
 
 class KafkaCluster:
-    """Three KRaft nodes (each a broker and one of three controller voters), for leadership moves and
-    broker failures: losing one node keeps both a controller majority and two brokers.
+    """Kafka brokers that form one cluster: by default three KRaft nodes (each a broker and one of three
+    controller voters), for leadership moves and broker failures: losing one node keeps both a
+    controller majority and two brokers. With ``zookeeper_connect``, ZooKeeper-mode brokers of the 3.9
+    line registered under that connection string (a chroot of its own: Kafka creates it).
 
-    ``brokers[i]`` is a :class:`KafkaServer` (``restart``, ``kill``, ``log_dir``); ``bootstrap_servers``
-    names all of them.
+    ``brokers[i]`` is a :class:`KafkaServer` (``restart``, ``kill``, ``log_dir``), node ids 1..size;
+    ``bootstrap_servers`` names all of them.
     """
 
-    def __init__(self, size: int = 3, *, root: str | os.PathLike[str] | None = None, config: Mapping[str, object] | None = None, version: str = KAFKA_VERSION) -> None:
+    def __init__(
+        self,
+        size: int = 3,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        config: Mapping[str, object] | None = None,
+        version: str | None = None,
+        zookeeper_connect: str | None = None,
+    ) -> None:
         if size < 1:
             raise ServiceError("a Kafka cluster needs at least one node")
         self._owned_root = None if root is not None else Path(tempfile.mkdtemp(prefix="tiered-kafka-cluster-"))
         self.root = Path(root) if root is not None else self._owned_root
         assert self.root is not None
+        self.zookeeper_connect = zookeeper_connect
         node_ids = list(range(1, size + 1))
-        quorum = KafkaQuorum(node_ids)
-        cluster_id = new_cluster_id()
-        self.brokers = [
-            KafkaServer(log_dir=self.root / f"broker-{n}", node_id=n, config=config, version=version, cluster_id=cluster_id, _quorum=quorum)
-            for n in node_ids
-        ]  # fmt: skip
+        if zookeeper_connect is not None:
+            self.brokers = [
+                KafkaServer(log_dir=self.root / f"broker-{n}", node_id=n, config=config, version=version, zookeeper_connect=zookeeper_connect)
+                for n in node_ids
+            ]  # fmt: skip
+        else:
+            quorum, cluster_id = KafkaQuorum(node_ids), new_cluster_id()
+            self.brokers = [
+                KafkaServer(log_dir=self.root / f"broker-{n}", node_id=n, config=config, version=version, cluster_id=cluster_id, _quorum=quorum)
+                for n in node_ids
+            ]  # fmt: skip
 
     @property
     def bootstrap_servers(self) -> str:
@@ -374,8 +390,8 @@ class KafkaCluster:
         return next(b for b in self.brokers if b.node_id == node_id)
 
     def start(self) -> Self:
-        """Start every node at once (a voter waits for the others), then wait until a record with
-        acks=all and the cluster's replication factor is acknowledged."""
+        """Start every node at once (a KRaft voter waits for the others), then wait until a client can
+        produce to the cluster."""
         for broker in self.brokers:
             broker._wait_for_quorum = False
         try:
