@@ -10,7 +10,6 @@ kill, stop or restart a broker start their own (``start_kafka``).
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, only_topics, registry_for, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce_numbered
 from tiered_kafka.format.checkpoints import parse_offset_wm
 from tiered_kafka.format.record_batch import iter_batches
@@ -32,10 +31,6 @@ SEGMENT_BYTES = 50_000  # about 45 one-KiB records a segment (batches of at most
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-def unique(stem: str) -> str:
-    return f"{stem}-{uuid.uuid4().hex[:8]}"
 
 
 def segment_files(directory: Path) -> dict[int, Path]:
@@ -121,15 +116,32 @@ def audit(bootstrap: str, registry: Registry, topic: str) -> list[Any]:
 # -- rolls --------------------------------------------------------------------------------------
 
 
+def first_segments_uploaded(kafka_server: Any, redis_server: Any, s3_server: Any, bucket: str, stem: str, records: int, *, file_delete_delay_ms: int) -> tuple[str, Path, Any, Registry, list[tuple[int, int]]]:
+    """A topic of its own on the shared broker, ``records`` records produced while an agent ran, and
+    that agent stopped once every rotated segment was registered: (topic, its partition 0's directory,
+    the agent's settings, the registry, the registered (base, last) bounds)."""
+    bootstrap = kafka_server.bootstrap_servers
+    topic = unique_topic(stem)
+    create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES), "file.delete.delay.ms": str(file_delete_delay_ms)})
+    directory = kafka_server.log_dir / f"{topic}-0"
+    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, bucket, topics=only_topics(topic))
+    registry = registry_for(settings)
+    with Agent(settings):
+        produce_numbered(bootstrap, topic, 0, records)
+        first = local_bounds(directory)
+        wait_for(lambda: bounds(registry.segments(topic, 0)) == first, what="the first segments registered")
+    return topic, directory, settings, registry, first
+
+
 def test_rolls_by_segment_bytes_and_segment_ms_upload_exactly_the_rolled_offsets(kafka_server, redis_server, s3_server, s3_bucket) -> None:
     """segment.bytes (internal.segment.bytes on 4.x): Kafka rolls before an append that would take the
     segment past it. segment.ms: Kafka rolls at the first append once the segment's first batch is
     older than segment.ms (never on an idle partition). Both roll points are uploaded exactly."""
     bootstrap = kafka_server.bootstrap_servers
-    by_bytes, by_time = unique("roll-bytes"), unique("roll-ms")
+    by_bytes, by_time = unique_topic("roll-bytes"), unique_topic("roll-ms")
     create_topic(bootstrap, by_bytes, 1, **{"segment.bytes": str(SEGMENT_BYTES)})
     create_topic(bootstrap, by_time, 1, **{"segment.ms": "2000"})
-    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^({by_bytes}|{by_time})$"})
+    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics=only_topics(by_bytes, by_time))
     registry = registry_for(settings)
     with Agent(settings) as agent:
         produce_numbered(bootstrap, by_bytes, 0, 400)
@@ -171,15 +183,7 @@ def test_time_retention_renames_to_deleted_and_the_agent_uploads_the_deleted_fil
     file.delete.delay.ms later. An agent started in between uploads them from the ``.deleted``
     names, continuing exactly where the registry stopped: no gap, no offset twice."""
     bootstrap = kafka_server.bootstrap_servers
-    topic = unique("retention-ms")
-    create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES), "file.delete.delay.ms": "120000"})
-    directory = kafka_server.log_dir / f"{topic}-0"
-    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^{topic}$"})
-    registry = registry_for(settings)
-    with Agent(settings):
-        produce_numbered(bootstrap, topic, 0, 150)
-        first = local_bounds(directory)
-        wait_for(lambda: bounds(registry.segments(topic, 0)) == first, what="the first segments registered")
+    topic, directory, settings, registry, first = first_segments_uploaded(kafka_server, redis_server, s3_server, s3_bucket, "retention-ms", 150, file_delete_delay_ms=120000)
     produce_numbered(bootstrap, topic, 150, 250)  # the agent is down: rolled, not uploaded
     end = 400
     set_topic_configs(bootstrap, topic, **{"retention.ms": "1000"})
@@ -206,15 +210,7 @@ def test_size_retention_deletes_segments_the_agent_never_saw_and_it_records_the_
     while the agent was down are a recorded gap, exactly from the registry's next offset to the
     first segment Kafka kept; the audit accounts for every offset."""
     bootstrap = kafka_server.bootstrap_servers
-    topic = unique("retention-bytes")
-    create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES), "file.delete.delay.ms": "300"})
-    directory = kafka_server.log_dir / f"{topic}-0"
-    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^{topic}$"})
-    registry = registry_for(settings)
-    with Agent(settings):
-        produce_numbered(bootstrap, topic, 0, 150)
-        first = local_bounds(directory)
-        wait_for(lambda: bounds(registry.segments(topic, 0)) == first, what="the first segments registered")
+    topic, directory, settings, registry, first = first_segments_uploaded(kafka_server, redis_server, s3_server, s3_bucket, "retention-bytes", 150, file_delete_delay_ms=300)
     uploaded_until = first[-1][1] + 1
     produce_numbered(bootstrap, topic, 150, 350)
     before = local_bounds(directory)
@@ -252,15 +248,7 @@ def test_delete_records_moves_the_log_start_and_the_segment_holding_it_is_upload
     holding it. The agent, down meanwhile, records the deleted segments' offsets as a gap and uploads
     the kept segment whole, from its base offset (its offsets below the log start included)."""
     bootstrap = kafka_server.bootstrap_servers
-    topic = unique("delete-records")
-    create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES), "file.delete.delay.ms": "300"})
-    directory = kafka_server.log_dir / f"{topic}-0"
-    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^{topic}$"})
-    registry = registry_for(settings)
-    with Agent(settings):
-        produce_numbered(bootstrap, topic, 0, 100)
-        first = local_bounds(directory)
-        wait_for(lambda: bounds(registry.segments(topic, 0)) == first, what="the first segments registered")
+    topic, directory, settings, registry, first = first_segments_uploaded(kafka_server, redis_server, s3_server, s3_bucket, "delete-records", 100, file_delete_delay_ms=300)
     uploaded_until = first[-1][1] + 1
     produce_numbered(bootstrap, topic, 100, 300)
     rotated = local_bounds(directory)
@@ -298,10 +286,10 @@ def test_broker_sigkilled_and_restarted_recovers_its_log_and_the_agent_stays_exa
     logs = tmp_path / "logs"
     broker = start_kafka(logs)
     bootstrap = broker.bootstrap_servers
-    topic = unique("crash")
+    topic = unique_topic("crash")
     create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES)})
     directory = logs / f"{topic}-0"
-    settings = agent_settings(logs, redis_server, s3_server, s3_bucket, topics={"include": f"^{topic}$"})
+    settings = agent_settings(logs, redis_server, s3_server, s3_bucket, topics=only_topics(topic))
     registry = registry_for(settings)
     with Agent(settings) as agent:
         produce_numbered(bootstrap, topic, 0, 300)

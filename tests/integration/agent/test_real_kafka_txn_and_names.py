@@ -23,9 +23,8 @@ from tests.integration.agent.test_real_kafka_log import (
     partition_keys,
     s3_body,
     segment_files,
-    unique,
 )
-from tests.support.agent_env import agent_settings, registry_for, wait_for
+from tests.support.agent_env import agent_settings, only_topics, registry_for, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce_numbered, value_for
 from tiered_kafka.format import producer_snapshot, txn_index
 from tiered_kafka.format.record_batch import iter_batches
@@ -46,7 +45,7 @@ class _Transactions:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         common = {"bootstrap.servers": bootstrap, "linger.ms": 2, "batch.num.messages": 7, "batch.size": 15_000}
-        self.txn = Producer({**common, "transactional.id": unique("tid")})
+        self.txn = Producer({**common, "transactional.id": unique_topic("tid")})
         self.plain = Producer(common)
         self.txn.init_transactions(60)
         self.offsets: dict[str, list[int]] = {}
@@ -84,10 +83,10 @@ def test_transactions_as_kafka_writes_them_are_uploaded_and_counted(kafka_server
     entries and records the first offset of the earliest transaction open after it; the
     ``.txnindex`` and the snapshot go up beside the ``.log`` byte for byte."""
     bootstrap = kafka_server.bootstrap_servers
-    topic = unique("txn")
+    topic = unique_topic("txn")
     create_topic(bootstrap, topic, 1, **{"segment.bytes": str(SEGMENT_BYTES)})
     directory = kafka_server.log_dir / f"{topic}-0"
-    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^{topic}$"})
+    settings = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics=only_topics(topic))
     registry = registry_for(settings)
     writer = _Transactions(bootstrap, topic)
     try:
@@ -167,7 +166,7 @@ def test_other_names_in_the_log_dir_are_never_uploaded_nor_an_error(start_kafka,
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, "keep", 1, **{"segment.bytes": str(SEGMENT_BYTES)})
     create_topic(bootstrap, "gone", 1, **{"segment.bytes": str(SEGMENT_BYTES)})
-    settings = agent_settings(logs, redis_server, s3_server, s3_bucket, topics={"include": "^(keep|gone)$"})
+    settings = agent_settings(logs, redis_server, s3_server, s3_bucket, topics=only_topics("keep", "gone"))
     registry = registry_for(settings)
     keep = logs / "keep-0"
 
@@ -230,10 +229,10 @@ def test_compacted_topic_is_skipped_with_one_warning_in_kraft_mode(kafka_server,
     later rewrites under the same base offsets are not uploaded again)."""
     caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
     bootstrap = kafka_server.bootstrap_servers
-    compacted, plain = unique("compacted"), unique("plain")
+    compacted, plain = unique_topic("compacted"), unique_topic("plain")
     create_topic(bootstrap, compacted, 1, **{"segment.bytes": str(SEGMENT_BYTES), "cleanup.policy": "compact"})
     create_topic(bootstrap, plain, 1, **{"segment.bytes": str(SEGMENT_BYTES)})
-    include = {"include": f"^({compacted}|{plain})$"}
+    include = only_topics(compacted, plain)
     kraft = agent_settings(
         kafka_server.log_dir, redis_server, s3_server, s3_bucket, broker_id=kafka_server.node_id, topics=include,
         leadership={"mode": "kraft", "bootstrap_servers": bootstrap, "poll_interval_s": 0.5},
@@ -252,7 +251,7 @@ def test_compacted_topic_is_skipped_with_one_warning_in_kraft_mode(kafka_server,
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and compacted in r.getMessage()]
     assert warnings == [f"topic {compacted} has cleanup.policy=compact: compacted topics are not uploaded, skipping its partitions"]
 
-    static = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics={"include": f"^{compacted}$"})
+    static = agent_settings(kafka_server.log_dir, redis_server, s3_server, s3_bucket, topics=only_topics(compacted))
     static_registry = registry_for(static)
     with Agent(static):
         rotated = local_bounds(kafka_server.log_dir / f"{compacted}-0")

@@ -34,7 +34,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.agent_env import AgentProcess, agent_settings, registry_for, wait_for
+from tests.support.agent_env import AgentProcess, agent_settings, only_topics, registry_for, wait_for
 from tests.support.kafka_clients import consume_all, produce, value_for
 from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
 from tiered_kafka.format.record_batch import iter_batches
@@ -118,7 +118,7 @@ def agents_beside(
     bucket; the agent of broker ``process_for`` is a child process, to die with its broker (SIGKILL)."""
     cluster = f"cluster-{uuid.uuid4().hex[:8]}"
     settings = {
-        b.node_id: agent_settings(b.log_dir, redis_server, s3_server, bucket, cluster=cluster, broker_id=b.node_id, leadership=leadership, topics={"include": f"^{TOPIC}$"})
+        b.node_id: agent_settings(b.log_dir, redis_server, s3_server, bucket, cluster=cluster, broker_id=b.node_id, leadership=leadership, topics=only_topics(TOPIC))
         for b in brokers
     }  # fmt: skip
     with ExitStack() as stack:
@@ -290,7 +290,7 @@ def test_a_dying_leader_s_agent_uploads_nothing_above_the_high_watermark(kafka_c
     wait_for(lambda: led_by() == 1, what="led by broker 1")
     cluster = f"cluster-{uuid.uuid4().hex[:8]}"
     leadership = {"mode": "kraft", "bootstrap_servers": bootstrap, "poll_interval_s": 0.5}
-    settings = {b.node_id: agent_settings(b.log_dir, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=b.node_id, leadership=leadership, topics={"include": f"^{topic}$"}) for b in (leader, follower)}
+    settings = {b.node_id: agent_settings(b.log_dir, redis_server, s3_server, s3_bucket, cluster=cluster, broker_id=b.node_id, leadership=leadership, topics=only_topics(topic)) for b in (leader, follower)}
     registry = registry_for(settings[1])
     directory = leader.log_dir / f"{topic}-0"
     with Agent(settings[2]) as new_leaders_agent:
