@@ -112,12 +112,14 @@ fi
 
 # --- Java parts from Maven Central ---------------------------------------------------------------------
 # Each dev/java/NAME.pom.xml pins one set of jars (Apache Kafka 4.x and 3.9.x, ...); Maven copies it into
-# the cache NAME/ directory, outside the repository, which later runs reuse (a .complete marker per set).
+# the cache NAME/ directory, outside the repository, which later runs reuse: its .complete marker holds
+# the SHA-256 of the POM it was resolved from (content, not mtime: a fresh clone's files are all new).
 java_cache="${TIERED_KAFKA_JAVA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tiered-kafka/java}"
 for pom in "$root"/dev/java/*.pom.xml; do
   name="$(basename "$pom" .pom.xml)"
   target="$java_cache/$name"
-  if [ -f "$target/.complete" ] && [ "$target/.complete" -nt "$pom" ]; then
+  digest="$(sha256sum "$pom" | cut -d' ' -f1)"
+  if [ -f "$target/.complete" ] && [ "$(cat "$target/.complete")" = "$digest" ]; then
     continue
   fi
   command -v mvn >/dev/null 2>&1 || die "Maven (mvn) is not installed: it fetches $name from Maven Central (apt-get install maven)"
@@ -129,7 +131,7 @@ for pom in "$root"/dev/java/*.pom.xml; do
     tail -n 20 "$target.mvn.log" >&2
     die "Maven could not resolve $name (dev/java/$name.pom.xml): is Maven Central reachable? (log: $target.mvn.log)"
   fi
-  touch "$target/.complete"
+  printf '%s' "$digest" > "$target/.complete"
 done
 
 log "ready: redis-server, ZooKeeper $(dpkg-query -W -f='${Version}' zookeeper), Java $java_version, $("$venv/bin/weed" version 2>/dev/null | head -n 1)"
