@@ -5,6 +5,7 @@ HTTP, so presigned URLs are fetched from SeaweedFS as a client anywhere would)."
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 import uuid
 from collections.abc import Iterator
@@ -113,6 +114,7 @@ def own_tiered_stack(root: Path, redis_server: Any, s3_server: Any, bucket_prefi
         with tiered_stack(start_broker, root, redis_server, s3_server, bucket) as stack:
             yield stack
     finally:
+        gc.collect()  # a client handle in a reference cycle would otherwise outlive the broker (pytest_plugin._release_clients)
         for server in reversed(started):
             server.stop()
 

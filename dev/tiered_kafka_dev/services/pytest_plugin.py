@@ -20,6 +20,7 @@ A missing program fails the test with :class:`~tiered_kafka_dev.services.Missing
 
 from __future__ import annotations
 
+import gc
 import re
 import uuid
 from collections.abc import Callable, Iterator
@@ -76,6 +77,13 @@ def s3_bucket(s3_server: S3Server, request: pytest.FixtureRequest) -> str:
 StartKafka = Callable[..., KafkaServer]
 
 
+def _release_clients() -> None:
+    """Free the test's unreachable objects before its brokers stop: a confluent-kafka handle (an
+    AdminClient's futures make cycles) freed only by a later garbage collection would keep
+    reconnecting to a stopped broker meanwhile, and log every failed attempt."""
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def kafka_server() -> Iterator[KafkaServer]:
     """A Kafka 4.x KRaft node (broker and controller) shared by the whole session."""
@@ -99,6 +107,7 @@ def start_kafka(tmp_path: Path) -> Iterator[StartKafka]:
         return server.start()
 
     yield start
+    _release_clients()
     for server in reversed(started):
         server.stop()
 
@@ -108,3 +117,4 @@ def kafka_cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
     """A fresh three-node KRaft cluster (each node a broker and a controller voter)."""
     with KafkaCluster(3, root=tmp_path / "kafka-cluster") as cluster:
         yield cluster
+        _release_clients()
