@@ -8,6 +8,11 @@ partition replaces its registry keys with exactly what S3 holds. A ``.log`` whos
 are not all present (an upload cut short) is left out, as the agent would not have registered it.
 The result equals what the agent registered (``Registry.dump`` compares them in the tests).
 
+A ``.log`` object with no ``tk-*`` metadata at all was not uploaded by this project's agent (Pinterest's
+ts-segment-uploader writes the same keys, without metadata): the rebuild cannot vouch for its range, epoch or
+checksum, so it registers nothing for it and counts it as ``foreign``; the gateway serves such segments by
+listing the partition's prefix (``tiered_kafka_gateway.s3_listing``, ``remote.ClusterReader._list``).
+
 The coverage's ``expired_until`` (offsets remote retention deleted) comes from ``expired.json``,
 which remote retention writes before it deletes anything (``retention``).
 
@@ -35,7 +40,7 @@ from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import EXPIRED
 from tiered_kafka.registry import Registry, SegmentEntry
-from tiered_kafka_agent.remote_store import MetadataError, RemoteStore, entry_from_metadata, registered_from
+from tiered_kafka_agent.remote_store import META_PREFIX, MetadataError, RemoteStore, entry_from_metadata, registered_from
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ class RebuildReport:
     gaps: int = 0
     coverage_starts: int = 0
     skipped: int = 0
+    foreign: int = 0  # .log objects without tk-* metadata (module doc): left to the listing path
 
 
 def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
@@ -78,7 +84,11 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
         for key, size in sorted(present.items()):
             if not key.endswith("." + FileKind.LOG.value):
                 continue
-            entry = _entry(store, topic, partition, key, size)
+            _, metadata = store.head_metadata(key)
+            if not any(name.startswith(META_PREFIX) for name in metadata):
+                report.foreign += 1
+                continue
+            entry = _entry(topic, partition, key, size, metadata)
             if entry is None or not _complete(store, entry, present):
                 report.skipped += 1
                 continue
@@ -98,6 +108,8 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
             registry.ensure_listed(topic, partition)
         report.partitions += 1
         report.segments += len(entries)
+    if report.foreign:
+        log.info("rebuild: %d segment(s) without tk-* metadata (not uploaded by this agent: e.g. Pinterest's uploader) left to the gateway's listing path", report.foreign)
     log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
     return report
 
@@ -126,8 +138,7 @@ def _without_overlaps(entries: list[SegmentEntry], report: RebuildReport) -> lis
     return kept
 
 
-def _entry(store: RemoteStore, topic: str, partition: int, key: str, size: int) -> SegmentEntry | None:
-    _, metadata = store.head_metadata(key)
+def _entry(topic: str, partition: int, key: str, size: int, metadata: dict[str, str]) -> SegmentEntry | None:
     try:
         return entry_from_metadata(topic, partition, key, size, metadata)
     except MetadataError as err:
