@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-FORMATS = ("parquet", "arrow")
+FORMATS = ("parquet", "arrow", "iceberg")
 
 
 def add_export_arguments(sub: argparse.ArgumentParser) -> None:
@@ -18,8 +18,13 @@ def add_export_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--token", help="gateway token")
     sub.add_argument("--from", dest="start", type=int, help="first offset (default: remote storage's earliest)")
     sub.add_argument("--to", dest="end", type=int, help="end offset, exclusive (default: remote storage's end now)")
-    sub.add_argument("--format", choices=FORMATS, required=True, help="parquet, or arrow (an Arrow IPC file)")
-    sub.add_argument("--output", required=True, type=Path, help="the file to write (replaced when the export succeeds)")
+    sub.add_argument("--format", choices=FORMATS, required=True, help="parquet, arrow (an Arrow IPC file), or iceberg (append to --table)")
+    sub.add_argument("--output", type=Path, help="parquet, arrow: the file to write (replaced when the export succeeds)")
+    sub.add_argument("--table", help="iceberg: the table, namespace.name (created when missing; each run appends what is new)")
+    sub.add_argument("--catalog", default="tiered_kafka", help="iceberg: the catalog's name in PyIceberg's configuration (default tiered_kafka)")
+    sub.add_argument("--catalog-property", action="append", default=[], metavar="KEY=VALUE",
+                     help="iceberg: a PyIceberg catalog property (repeat: warehouse=s3://bucket/path, uri=..., s3.endpoint=...); "
+                     "default catalog: SQL on ./tiered-kafka-iceberg.db")
     sub.add_argument("--isolation-level", choices=["read_committed", "read_uncommitted"], default="read_committed")
     sub.add_argument("--include-headers", action="store_true", help="add the headers column")
     sub.add_argument("--skip-gaps", action="store_true", help="read past gaps recorded in remote storage (each is named on stderr) instead of failing")

@@ -1,4 +1,5 @@
-"""``tiered-kafka export``: remote history to a Parquet or Arrow IPC file via the bulk API.
+"""``tiered-kafka export``: remote history to a Parquet or Arrow IPC file via the bulk API (an Iceberg table:
+``tiered_kafka.iceberg.cli``).
 
 The rules (what is read, errors, exit status) are in ``tiered_kafka.cli``'s module doc; this module
 only parses the subcommand's arguments and writes the file, batch by batch (memory stays within
@@ -23,6 +24,13 @@ def export(args: argparse.Namespace, describe: Callable[[BaseException], str]) -
     """Run ``export``; the exit status (0 done, 1 nothing read or a failed read, 2 bad usage)."""
     if args.start is not None and args.partition is None or args.end is not None and args.partition is None:
         print("tiered-kafka: export: --from and --to need a partition", file=sys.stderr)
+        return 2
+    if args.format == "iceberg":
+        from tiered_kafka.iceberg.cli import export_iceberg_command
+
+        return export_iceberg_command(args, describe)
+    if args.output is None or args.table is not None:
+        print(f"tiered-kafka: export: --format {args.format} writes --output (--table is for --format iceberg)", file=sys.stderr)
         return 2
     where = args.topic if args.partition is None else f"{args.topic}-{args.partition}"
     partial = args.output.with_name(args.output.name + ".partial")

@@ -1,4 +1,6 @@
-"""Backfill a topic's remote history into Parquet, then check the row counts against the registry.
+"""Backfill a topic's remote history into Parquet, then check the row counts against the registry
+(or, with ``--format iceberg --table ns.name``, append what is new to an Iceberg table:
+``tiered_kafka.iceberg.spark_writer``).
 
 ::
 
@@ -374,8 +376,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--gateway-url", required=True, help="the gateway, e.g. http://127.0.0.1:8080")
     parser.add_argument("--cluster", required=True, help="the Kafka cluster's name in the gateway and the registry")
     parser.add_argument("--topic", action="append", required=True, help="a topic to backfill (repeat for more)")
-    parser.add_argument("--output", required=True, help="the Parquet directory (any path Spark can write)")
-    parser.add_argument("--redis-url", required=True, help="the registry's Redis, e.g. redis://127.0.0.1:6379/0 or redis+cluster://host:port,host:port")
+    parser.add_argument("--format", choices=("parquet", "iceberg"), default="parquet",
+                        help="parquet (default: files under --output, counted against the registry) or iceberg (append to --table: tiered_kafka.iceberg.spark_writer)")
+    parser.add_argument("--output", help="parquet: the directory (any path Spark can write)")
+    parser.add_argument("--redis-url", help="parquet: the registry's Redis, e.g. redis://127.0.0.1:6379/0 or redis+cluster://host:port,host:port")
+    parser.add_argument("--table", help="iceberg: the table, namespace.name (created when missing; each run appends what is new)")
+    parser.add_argument("--catalog", default="tiered_kafka", help="iceberg: the catalog's name in PyIceberg's configuration (default tiered_kafka)")
+    parser.add_argument("--catalog-property", action="append", default=[], metavar="KEY=VALUE", help="iceberg: a PyIceberg catalog property (repeat)")
     parser.add_argument(
         "--master", default=None, help=f"Spark master (default: spark-submit's master; {FALLBACK_MASTER} when not run by spark-submit)"
     )
@@ -388,7 +395,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--allow-data-loss", action="store_true", help="skip gaps in remote storage with a warning (failOnDataLoss=false) instead of failing"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.format == "parquet" and (args.output is None or args.redis_url is None or args.table is not None):
+        parser.error("--format parquet needs --output and --redis-url (--table is for --format iceberg)")
+    if args.format == "iceberg" and (args.table is None or args.output is not None):
+        parser.error("--format iceberg needs --table (not --output)")
+    return args
 
 
 def resolve_master(requested: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
@@ -414,7 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tiered_kafka.spark.session import local_session
 
     topics = list(dict.fromkeys(args.topic))
-    registry = Registry(connect(args.redis_url), args.cluster)
     started_here = SparkSession.getActiveSession() is None
     master = resolve_master(args.master)
     print(f"[spark] starting a session on {master or 'the master spark-submit was given'} ...", flush=True)
@@ -427,6 +438,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = (builder if master is None else builder.master(master)).getOrCreate()
         spark.dataSource.register(TieredKafkaDataSource)
     print(f"[spark] session on {spark.sparkContext.master}", flush=True)
+    if args.format == "iceberg":
+        from tiered_kafka.iceberg.spark_cli import run_iceberg_backfill
+
+        return run_iceberg_backfill(spark, args, topics, started_here, _cause)
+    registry = Registry(connect(args.redis_url), args.cluster)
     try:
         result = backfill(
             spark,

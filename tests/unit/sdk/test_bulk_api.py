@@ -64,6 +64,6 @@ def test_bad_offsets_in_a_mapping_are_config_errors_before_any_request(offsets: 
 
 def test_export_arguments() -> None:
     done = subprocess.run([str(CLI), "export", "--help"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "--format {parquet,arrow}" in done.stdout
+    assert done.returncode == 0 and "--format {parquet,arrow,iceberg}" in done.stdout
     done = subprocess.run([str(CLI), "export", "t", "--gateway", "http://127.0.0.1:9", "--cluster", "c", "--format", "csv", "--output", "x"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "invalid choice: 'csv'" in done.stderr
