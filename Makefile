@@ -34,6 +34,8 @@ bench: install
 	$(PY) bench/bench_gateway_lb.py
 	$(PY) bench/bench_registry.py
 	$(PY) bench/bench_rsm.py
+	$(PY) bench/bench_coverage_page.py
+	$(PY) bench/bench_iceberg.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).

@@ -78,7 +78,7 @@ def write_partition(directory: Path, segments: int, segment_bytes: int, value_by
     return plog
 
 
-def settings_for(log_dir: Path, redis_url: str, s3: S3Server, bucket: str, cluster: str, concurrency: int) -> object:
+def settings_for(log_dir: Path, redis_url: str, s3: S3Server, bucket: str, cluster: str, concurrency: int, prefix: str = "") -> object:
     return load_settings(
         None,
         cluster=cluster,
@@ -86,6 +86,7 @@ def settings_for(log_dir: Path, redis_url: str, s3: S3Server, bucket: str, clust
         log_dirs=[log_dir],
         s3={
             "bucket": bucket,
+            "prefix": prefix,
             "endpoint_url": s3.endpoint_url,
             "access_key_id": s3.access_key,
             "secret_access_key": s3.secret_key,

@@ -125,7 +125,7 @@ def main() -> None:
         for plan_bytes in sizes.values():
             for name, kind in readers.items():
                 print(f"reading through {plan_bytes / MIB:.1f} MiB plans, {name} ...", file=sys.stderr, flush=True)
-                reader = kind(cluster, cluster_settings, gateway)
+                reader = kind.connect(cluster, cluster_settings, gateway)
                 wall, cpu = time.perf_counter(), time.process_time()
                 plans, client_gets, read_bytes = read_through_plans(reader, info.earliest_offset, info.latest_offset, plan_bytes)
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -141,7 +141,7 @@ def main() -> None:
             cold, warm, fully_cold = [], [], []
             for trial in range(args.trials):
                 target = entries[trial % len(entries)]
-                fresh = kind(cluster, cluster_settings, gateway)
+                fresh = kind.connect(cluster, cluster_settings, gateway)
                 fresh.redis.ping(), fresh.s3.head_bucket(Bucket=bucket)  # connections open, nothing cached
                 offset = rng.randint(target.base_offset, target.last_offset)
                 started = time.perf_counter()
@@ -149,7 +149,7 @@ def main() -> None:
                 fully_cold.append(time.perf_counter() - started)
                 fresh.wait_for_background_loads()
 
-                reader = kind(cluster, cluster_settings, gateway)
+                reader = kind.connect(cluster, cluster_settings, gateway)
                 reader.redis.ping(), reader.s3.head_bucket(Bucket=bucket)
                 for e in entries:  # the partition's registry entries, held as a running gateway holds them
                     reader.segment_for(TOPIC, 0, e.base_offset)

@@ -174,35 +174,39 @@ class ServedPartition(NamedTuple):
     kafka_pid: int
 
 
-def produce_partition(bootstrap: str, directory: Path, segments: int, segment_bytes: int, value_bytes: int) -> int:
-    """Create ``TOPIC`` (one partition, ``segment.bytes`` = ``segment_bytes``, ``retention.ms`` -1) and
+def produce_partition(bootstrap: str, directory: Path, segments: int, segment_bytes: int, value_bytes: int, partitions: int = 1) -> int:
+    """Create ``TOPIC`` (``partitions`` partitions, ``segment.bytes`` = ``segment_bytes``, ``retention.ms`` -1) and
     produce records of ``value_bytes`` to it with confluent-kafka (``bench_agent.record_value``: half random,
     half text, no key; uncompressed; ``batch.num.messages`` = ``bench_agent.records_per_batch``, so batches
     of ~16 KiB as the log.dir writer builds them) until the partition's log ``directory`` holds ``segments``
     rotated segments: Kafka rolls a segment when the next batch would take it past ``segment.bytes``.
-    Returns the records produced (the active segment holds the last of them)."""
+    Returns the records produced (the active segment holds the last of them). With ``partitions`` > 1
+    (``directory`` is then partition 0's; the others are its siblings) records go round robin, a chunk per
+    partition in turn, until every partition holds ``segments`` rotated segments."""
     from confluent_kafka import KafkaError, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from bench_agent import record_value, records_per_batch
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    for future in admin.create_topics([NewTopic(TOPIC, 1, 1, config={"segment.bytes": str(segment_bytes), "retention.ms": "-1"})]).values():
+    for future in admin.create_topics([NewTopic(TOPIC, partitions, 1, config={"segment.bytes": str(segment_bytes), "retention.ms": "-1"})]).values():
         future.result(timeout=60)
     del admin
     per_batch = records_per_batch(value_bytes)
-    values = [record_value(value_bytes) for _ in range(256)]
+    # distinct values over 16 MiB: a compressor (the KIP-405 RSM's zstd chunks of 4 MiB) must not find whole records again in its window
+    values = [record_value(value_bytes) for _ in range(max(256, 16 * MIB // value_bytes))]
     chunk = per_batch * max(1, segment_bytes // 8 // value_bytes // per_batch)  # whole batches, under a segment between two looks at the directory
     errors: list[KafkaError] = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False, "compression.type": "none",
                          "linger.ms": 50, "batch.num.messages": per_batch, "log_level": 3})
     produced = 0
     try:
-        while len(list(directory.glob("*.log"))) <= segments:
-            for _ in range(chunk):
+        directories = [directory.with_name(f"{TOPIC}-{p}") for p in range(partitions)]
+        while min(len(list(d.glob("*.log"))) for d in directories) <= segments:
+            for n in range(chunk * partitions):
                 while True:
                     try:
-                        producer.produce(TOPIC, values[produced % len(values)], partition=0, on_delivery=lambda err, _m: err and errors.append(err))
+                        producer.produce(TOPIC, values[produced % len(values)], partition=n // chunk, on_delivery=lambda err, _m: err and errors.append(err))
                         break
                     except BufferError:
                         producer.poll(0.05)
@@ -213,10 +217,32 @@ def produce_partition(bootstrap: str, directory: Path, segments: int, segment_by
         producer.purge()
         producer.flush(0)
         del producer
-    rotated = len(list(directory.glob("*.log"))) - 1
-    if rotated != segments:
-        raise RuntimeError(f"{directory} holds {rotated} rotated segments, {segments} were asked")
+    for d in directories:
+        rotated = len(list(d.glob("*.log"))) - 1
+        if rotated != segments:
+            raise RuntimeError(f"{d} holds {rotated} rotated segments, {segments} were asked")
     return produced
+
+
+def produce_and_upload(kafka: Any, redis_url: str, s3: Any, bucket: str, segments: int, segment_mib: int, value_bytes: int, prefix: str = "") -> tuple[str, Any]:
+    """``TOPIC``-0 produced to ``kafka`` (:func:`produce_partition`) and its rotated segments uploaded from Kafka's
+    log.dir and registered by the agent (in-process, static leadership, key ``prefix``) under a fresh cluster
+    name; (that name, the registry's ``partition_info``)."""
+    from bench_agent import agent_upload, settings_for
+
+    from tiered_kafka.registry import Registry
+
+    print(f"producing {segments} segments of ~{segment_mib} MiB to Kafka ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    produced = produce_partition(kafka.bootstrap_servers, kafka.log_dir / f"{TOPIC}-0", segments, segment_mib * MIB, value_bytes)
+    print(f"  {produced:,} records in {time.perf_counter() - started:.1f} s; uploading the rotated segments with the agent ...", file=sys.stderr, flush=True)
+    cluster = f"bench-{uuid.uuid4().hex[:8]}"
+    registry = Registry(redis.Redis.from_url(redis_url), cluster)
+    agent_upload(settings_for(kafka.log_dir, redis_url, s3, bucket, cluster, 2, prefix), registry, segments)
+    info = registry.partition_info(TOPIC, 0)
+    if info is None or info.segment_count != segments:
+        raise SystemExit("the agent did not register every segment")
+    return cluster, info
 
 
 @contextlib.contextmanager
@@ -227,10 +253,8 @@ def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_
     ``value_bytes``), whose rotated segments the agent uploads from Kafka's log.dir and registers; the
     gateway (uvicorn). Everything stops, then the directory goes, on exit."""
     sys.path.insert(0, str(HERE))
-    from bench_agent import agent_upload, settings_for  # noqa: E402
     from bench_gateway import gateway  # noqa: E402
 
-    from tiered_kafka.registry import Registry
     from tiered_kafka_dev.services import KafkaServer, RedisServer, S3Server
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # services stop before their directory goes
@@ -239,16 +263,7 @@ def uploaded_partition(segments: int, segment_mib: int, bucket_name: str, value_
         s3 = stack.enter_context(S3Server())
         kafka = stack.enter_context(KafkaServer(log_dir=Path(tmp) / "kafka-logs", heap="1g"))
         bucket = s3.create_bucket(bucket_name)
-        print(f"producing {segments} segments of ~{segment_mib} MiB to Kafka ...", file=sys.stderr, flush=True)
-        started = time.perf_counter()
-        produced = produce_partition(kafka.bootstrap_servers, kafka.log_dir / f"{TOPIC}-0", segments, segment_mib * MIB, value_bytes)
-        print(f"  {produced:,} records in {time.perf_counter() - started:.1f} s; uploading the rotated segments with the agent ...", file=sys.stderr, flush=True)
-        cluster = f"bench-{uuid.uuid4().hex[:8]}"
-        registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
-        agent_upload(settings_for(kafka.log_dir, redis_server.url, s3, bucket, cluster, 2), registry, segments)
-        info = registry.partition_info(TOPIC, 0)
-        if info is None or info.segment_count != segments:
-            raise SystemExit("the agent did not register every segment")
+        cluster, info = produce_and_upload(kafka, redis_server.url, s3, bucket, segments, segment_mib, value_bytes)
         config = Path(tmp) / "gateway.json"
         config.write_text(json.dumps({"clusters": {cluster: {"redis_url": redis_server.url, "s3": {
             "bucket": bucket, "prefix": "", "entropy_bits": 0, "endpoint_url": s3.endpoint_url,

@@ -7,9 +7,25 @@ any skip fails the session (a missing service must be installed by ``dev/install
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin"]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for every package that reads through Spark: a session's JVM start
+    costs ~10 s of the 2 CPUs, once instead of once per package. The standalone-cluster tests
+    (``tests/integration/spark_cluster``) stop it before they connect to their master, as a process
+    holds one SparkContext; tests after them start a session of their own."""
+    from tiered_kafka.spark.session import local_session
+
+    session = local_session("local[2]", "tiered-kafka-tests")
+    yield session
+    session.stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -15,12 +15,16 @@
   the stopped uploader has finished, the new uploader waits for it in its own thread
   (``PartitionUploader._await_predecessor``), so one slow partition never delays another's change.
 - Remote retention runs every ``remote_retention.interval_s`` (``retention``).
+- Health (``Agent.health()``, and ``tiered_kafka_agent_leadership_healthy`` on /metrics): not ok
+  while the leadership watcher retries a failure (a failed ZooKeeper watch or KRaft poll, a lost
+  session), during which the agent keeps uploading the partitions of the last map.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +38,13 @@ from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry, connect
 from tiered_kafka.service_support import s3_client as shared_s3_client
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.config import AgentSettings
 from tiered_kafka_agent.high_watermark import HighWatermarks
 from tiered_kafka_agent.leadership import (
     KRaftLeadershipWatcher,
     Leadership,
+    LeadershipHealth,
     LeadershipWatcher,
     StaticLeadership,
     TopicFilter,
@@ -49,7 +55,6 @@ from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.partition_uploader import PartitionUploader
 from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
 from tiered_kafka_agent.retention import RemoteRetention
-from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,16 @@ class _LogDirEvents(FileSystemEventHandler):
                 self.agent.wake(path.parent.name)
 
 
+@dataclass(frozen=True)
+class AgentHealth:
+    """``Agent.health()``: ``ok`` when the leadership map can be trusted (``leadership`` says why
+    not, and how many failures were counted), and the partitions being uploaded."""
+
+    ok: bool
+    leadership: LeadershipHealth
+    led_partitions: int
+
+
 class Agent:
     """One agent beside one broker. ``start()``, then ``stop()``."""
 
@@ -110,12 +125,13 @@ class Agent:
         self.metrics = AgentMetrics()
         self.topic_filter = TopicFilter(settings.topics.include, settings.topics.exclude)
         self.keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
-        self.retry = RetryPolicy(settings.upload.max_attempts, settings.upload.backoff_base_s, settings.upload.backoff_max_s)
+        self.retry = RetryPolicy(attempts=settings.upload.max_attempts, base_s=settings.upload.backoff_base_s, cap_s=settings.upload.backoff_max_s)
         transfer = transfer_config(settings.s3.multipart_threshold_bytes, settings.s3.multipart_chunk_bytes, settings.s3.part_concurrency)
         self.store = RemoteStore(s3 or s3_client(settings), settings.s3.bucket, self.keyspace, transfer, self.retry)
         self.metrics.observe_s3_client(self.store.client)
         self.registry = Registry(redis_client or connect(settings.redis.url, socket_timeout=10), settings.cluster)
         self.leadership = leadership or self._leadership_watcher()
+        self.metrics.observe_leadership(self.leadership)
         self.high_watermarks = HighWatermarks()
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
         self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
@@ -238,6 +254,10 @@ class Agent:
     def led_partitions(self) -> list[str]:
         with self._lock:
             return sorted(self._uploaders)
+
+    def health(self) -> AgentHealth:
+        leadership = self.leadership.health()
+        return AgentHealth(ok=leadership.ok, leadership=leadership, led_partitions=len(self.led_partitions()))
 
     def _rescan_directories(self) -> None:
         assert isinstance(self.leadership, StaticLeadership)

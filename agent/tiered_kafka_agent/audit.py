@@ -37,13 +37,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiered_kafka.errors import TieredKafkaError
 from tiered_kafka.registry import CoverageStart, Gap, Registry
+from tiered_kafka_agent.errors import AgentError
 
 Range = tuple[int, int]  # inclusive
 
 
-class AuditError(TieredKafkaError):
+class AuditError(AgentError):
     """The audit could not be carried out (the broker unreachable, a bad argument)."""
 
 

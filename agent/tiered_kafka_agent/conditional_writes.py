@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka_agent.retry import RetryPolicy
+from tiered_kafka.retry import RetryPolicy
 
 
 def s3_error_code(err: BaseException | None) -> str | None:

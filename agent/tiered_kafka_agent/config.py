@@ -46,13 +46,13 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
 from tiered_kafka.registry import check_url, describe_url
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 
@@ -224,11 +224,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> AgentSettings:
     values: dict[str, Any] = {}
     if path is not None:
         values = _nest(translate_pinterest_names(read_properties(path)))
-    values = _merge(values, overrides)
-    try:
-        return AgentSettings(**values)
-    except ValidationError as err:
-        raise ConfigError(f"invalid agent configuration: {describe_validation_error(err)}") from None
+    return build_settings(AgentSettings, _merge(values, overrides), "agent")
 
 
 

@@ -55,6 +55,7 @@ from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix,
 from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from tiered_kafka.format.txn_index import parse as parse_txn_index
 from tiered_kafka.registry import NO_OPEN_TXN, OPEN_TXN_UNKNOWN
+from tiered_kafka_agent.errors import LocalSegmentError
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +64,11 @@ REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
 OPTIONAL_KINDS = (FileKind.TXNINDEX, FileKind.SNAPSHOT)
 
 
-class SegmentGoneError(Exception):
+class SegmentGoneError(LocalSegmentError):
     """Every name of a segment's .log is gone: retention deleted it before it was read."""
 
 
-class SegmentNotReadyError(Exception):
+class SegmentNotReadyError(LocalSegmentError):
     """A rotated segment whose indexes the broker has not finished trimming yet; retry shortly."""
 
 

@@ -12,11 +12,23 @@
     tiered_kafka_agent_s3_request_errors_total                 failed S3 HTTP attempts (botocore retries them first)
     tiered_kafka_agent_roll_to_registered_seconds              histogram: segment roll seen -> registered
     tiered_kafka_agent_led_partitions                          partitions this agent uploads
+    tiered_kafka_agent_leadership_failures_total               failed ZooKeeper watches and rebuilds, lost sessions, failed KRaft polls
+    tiered_kafka_agent_leadership_healthy                      1 while the leadership map follows the cluster, 0 while a failure is retried
+
+The two leadership figures are read from the watcher's ``health()`` at each scrape (``observe_leadership``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from tiered_kafka_agent.leadership import LeadershipWatcher
 
 PREFIX = "tiered_kafka_agent"
 
@@ -45,6 +57,10 @@ class AgentMetrics:
         self.s3_request_errors = Counter(f"{PREFIX}_s3_request_errors", "Failed S3 HTTP attempts", registry=self.registry)
         self.led_partitions = Gauge(f"{PREFIX}_led_partitions", "Partitions this agent uploads", registry=self.registry)
 
+    def observe_leadership(self, watcher: LeadershipWatcher) -> None:
+        """Publish ``watcher.health()``: its failures counted and whether it is healthy now."""
+        self.registry.register(_LeadershipCollector(watcher))
+
     def observe_s3_client(self, client: object) -> None:
         """Count every failed S3 attempt, including those botocore retries by itself."""
 
@@ -71,3 +87,15 @@ class AgentMetrics:
         """A sample's current value (tests and the CLI's status output)."""
         result = self.registry.get_sample_value(name, labels)
         return 0.0 if result is None else result
+
+
+class _LeadershipCollector(Collector):
+    """The leadership watcher's health, read at each scrape."""
+
+    def __init__(self, watcher: LeadershipWatcher) -> None:
+        self.watcher = watcher
+
+    def collect(self) -> Iterator[Metric]:
+        health = self.watcher.health()
+        yield CounterMetricFamily(f"{PREFIX}_leadership_failures", "Failed ZooKeeper watches and rebuilds, lost sessions, failed KRaft polls", value=health.failures)
+        yield GaugeMetricFamily(f"{PREFIX}_leadership_healthy", "1 while the leadership map follows the cluster, 0 while a failure is retried", value=1 if health.ok else 0)

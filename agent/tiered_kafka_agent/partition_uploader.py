@@ -45,6 +45,9 @@ else the coverage start, so that segments retention deleted while the agent was 
 first upload are gaps too. A segment with corrupt bytes is never registered: the partition stops
 advancing and retries, with an error in the log.
 
+The partition's offsets (offset.wm, the coverage start, the expected next offset, the gaps) are
+held and moved by one collaborator, ``partition_offsets.PartitionOffsets`` (``self.offsets``).
+
 Two leaders, one partition (after a leadership move; ``two_leaders``): a segment whose offsets
 are all registered is not uploaded; one straddling the expected next offset is registered from it
 (``SegmentEntry.first_offset``), never recorded as a gap; the ``.log`` goes up with
@@ -67,12 +70,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from botocore.exceptions import ClientError
-
 from tiered_kafka.errors import FormatError
 from tiered_kafka.format.segment_names import FileKind, Suffix, partition_dir_name
-from tiered_kafka.registry import CoverageStart, Registry, SegmentEntry
-from tiered_kafka_agent.coverage import establish_coverage_start, observed_log_start
+from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.high_watermark import HighWatermarks, committed_count
 from tiered_kafka_agent.local_segments import (
@@ -87,9 +88,9 @@ from tiered_kafka_agent.local_segments import (
     snapshot_ready,
 )
 from tiered_kafka_agent.metrics import AgentMetrics
+from tiered_kafka_agent.partition_offsets import PartitionOffsets
 from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks
 from tiered_kafka_agent.two_leaders import KEY_BUSY_RETRY_S, ObjectKeyBusyError, TwoLeaders
-from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 NOT_READY_RETRY_S = 0.05
@@ -137,16 +138,11 @@ class PartitionUploader(TwoLeaders):
         self.rescan_interval_s = rescan_interval_s
         self.name = partition_dir_name(topic, partition)
         self.high_watermarks = high_watermarks or HighWatermarks()
+        self.offsets = PartitionOffsets(topic, partition, store, registry, metrics, retry)
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._watermark: int | None = None
-        self._watermark_loaded = False
-        self._watermark_moved = time.monotonic()
         self._first_seen: dict[int, float] = {}
         self._failures = 0
-        self._accounted_until: int | None = None
-        self._coverage: CoverageStart | None = None
-        self._watermark_next: int | None = None  # the first offset after offset.wm's segment, when the registry cannot say
         self._done: dict[int, tuple[int | None, _Upload]] = {}  # base → (next base, finished upload) not committed yet
         self._taken_seen: dict[tuple[str, str], float] = {}  # two_leaders: (key, ETag) of another leader's object → first seen
         # several segments of this partition upload at once; registration stays in offset order
@@ -236,18 +232,11 @@ class PartitionUploader(TwoLeaders):
         directory = self.directory()
         if directory is None:
             return self.rescan_interval_s
-        if not self._watermark_loaded:
-            self._watermark = self.store.read_watermark(self.topic, self.partition)
-            self._watermark_loaded = True
         segments, active = list_segments(directory)
-        if self._coverage is None:
-            observed = observed_log_start(directory, segments, active)
-            if observed is None:  # no segment at all yet: nothing to observe
-                return self.rescan_interval_s
-            self._coverage = establish_coverage_start(self.topic, self.partition, self.registry, self.store, observed, self._watermark)
-            self._watermark_next = self._end_of_watermark_segment(segments, active)
+        if not self.offsets.load(directory, segments, active):  # no segment at all yet: nothing to observe
+            return self.rescan_interval_s
         now = time.monotonic()
-        pending = self._pending(segments, active)
+        pending = self.offsets.pending(segments, active)
         for segment in pending:
             self._first_seen.setdefault(segment.base_offset, now)
         self._update_lag(pending, active)
@@ -266,7 +255,7 @@ class PartitionUploader(TwoLeaders):
             while in_flight:  # uploads already started finish and commit, even when stopping
                 self._commit_next(in_flight)
             if not pending and active is not None and not self._stop.is_set():
-                self._check_deleted_below(active)
+                self.offsets.check_deleted_below(active)
         except SegmentNotReadyError as err:
             log.debug("%s: %s", self.name, err)
             return NOT_READY_RETRY_S
@@ -279,7 +268,7 @@ class PartitionUploader(TwoLeaders):
                 with contextlib.suppress(Exception):
                     self._done[segment.base_offset] = (next_base, future.result())
         self._failures = 0
-        self._update_lag(self._pending(segments, active), active)
+        self._update_lag(self.offsets.pending(segments, active), active)
         return self.rescan_interval_s
 
     def _committed(self, directory: Path, pending: list[LocalSegment], active: int | None) -> int:
@@ -301,92 +290,6 @@ class PartitionUploader(TwoLeaders):
                 directory.parent,
             )
         return committed
-
-    def _pending(self, segments: list[LocalSegment], active: int | None) -> list[LocalSegment]:
-        """Rotated segments past offset.wm: those based above it, and those based at or below it
-        that hold offsets past the expected next offset (offset.wm written by a replica that rolled
-        elsewhere: module doc). A replica's own finished segments never hold any: not re-read."""
-        wm = self._watermark
-        if wm is None:
-            return list(segments)
-        expected: int | None = None
-        pending = []
-        for index, segment in enumerate(segments):
-            following = segments[index + 1].base_offset if index + 1 < len(segments) else active
-            if segment.base_offset > wm:
-                pending.append(segment)
-            elif following is not None and following > wm:  # at most two segments reach past offset.wm's base
-                if self._accounted_locally(following):
-                    continue
-                if expected is None:
-                    expected = self._expected_next_offset()
-                if expected is not None and following > expected:
-                    pending.append(segment)
-        return pending
-
-    def _expected_next_offset(self) -> int | None:
-        """The first offset not yet accounted for (registered or recorded as a gap), None before any.
-
-        The registry's ``next_offset`` (it survives remote retention emptying the partition),
-        this uploader's own mark, or the end of offset.wm's segment, whichever is highest. Segments
-        starting below it hold nothing new. With none of them, gaps are still measured from the
-        coverage start (``_gap_floor``)."""
-        coverage = self.registry.coverage(self.topic, self.partition)
-        registered = coverage.next_offset if coverage.next_offset >= 0 else None
-        candidates = [o for o in (registered, self._accounted_until, self._watermark_next) if o is not None]
-        return max(candidates) if candidates else None
-
-    def _accounted_locally(self, offset: int) -> bool:
-        """Whether this uploader alone knows every offset below ``offset`` is accounted for (its
-        own mark or offset.wm's segment end). The registry's ``next_offset`` only ever raises the
-        expected next offset, so when this is true the registry cannot change the answer: an idle
-        pass then asks Redis nothing (500 partitions rescanned every second used to cost 500
-        HGETALLs a second, and the CPU they took)."""
-        local = [o for o in (self._accounted_until, self._watermark_next) if o is not None]
-        return bool(local) and max(local) >= offset
-
-    def _gap_floor(self, expected: int | None) -> int | None:
-        """Where missing offsets start counting: the expected next offset, else the coverage start."""
-        if expected is not None:
-            return expected
-        return None if self._coverage is None else self._coverage.offset
-
-    def _end_of_watermark_segment(self, segments: list[LocalSegment], active: int | None) -> int | None:
-        """The first offset after offset.wm's segment, when only offset.wm knows it (a previous
-        agent, or a registry rebuilt after remote retention deleted that segment).
-
-        From the registry if it holds the segment; else the .log object's tk-last-offset; else
-        the next local segment's base if the segment is still local; else wm + 1 (a lower bound:
-        a gap measured from it may include offsets of that segment, and says so)."""
-        wm = self._watermark
-        if wm is None or self.registry.coverage(self.topic, self.partition).next_offset > wm:
-            return None
-        found = self.registry.find(self.topic, self.partition, wm)
-        if found is not None:
-            return found.next_offset
-        try:
-            _, metadata = self.store.head_metadata(self.store.keyspace.segment_key(self.topic, self.partition, wm, FileKind.LOG))
-            return int(metadata["tk-last-offset"]) + 1
-        except (ClientError, KeyError, ValueError) as err:  # gone (remote retention), or not ours
-            log.debug("%s: offset.wm's segment %d has no readable .log metadata: %s", self.name, wm, err)
-        bases = [s.base_offset for s in segments] + ([active] if active is not None else [])
-        if wm in bases:
-            later = [b for b in bases if b > wm]
-            return later[0] if later else None
-        log.warning("%s: the end of offset.wm's segment %d is unknown; gaps after it are measured from %d", self.name, wm, wm + 1)
-        return wm + 1
-
-    def _check_deleted_below(self, active: int) -> None:
-        """Every rotated segment is uploaded: offsets between the expected next offset and the
-        active segment that are in no local segment any more were deleted before upload."""
-        if self._accounted_locally(active):
-            return
-        floor = self._gap_floor(self._expected_next_offset())
-        if floor is not None and floor < active:
-            self._record_gap(floor, active - 1, "deleted before upload: no local segment holds these offsets any more")
-
-    def _account(self, next_offset: int) -> None:
-        self._accounted_until = max(self._accounted_until or 0, next_offset)
 
     def _submit(self, segment: LocalSegment, next_base: int | None) -> Future[_Upload]:
         """The upload of ``segment``: the one an earlier pass finished, else a new one in the pool."""
@@ -426,7 +329,7 @@ class PartitionUploader(TwoLeaders):
         Nothing is uploaded for an empty segment, nor for one whose offsets are all registered
         already. One that straddles the expected next offset is uploaded to be registered from it
         (``first_offset``; module doc)."""
-        expected = self._expected_next_offset()
+        expected = self.offsets.expected_next()
         hooks = self._hooks()
         try:
             with open_segment(segment, next_base) as opened:
@@ -478,12 +381,12 @@ class PartitionUploader(TwoLeaders):
     def _commit(self, segment: LocalSegment, next_base: int | None, upload: _Upload) -> None:
         """Register one uploaded segment (or what stands for it: another leader's object, a tail) and
         move offset.wm: strictly in offset order."""
-        expected = self._expected_next_offset()
+        expected = self.offsets.expected_next()
         if upload.gone is not None:
             if next_base is None:
                 raise SegmentNotReadyError(f"segment {segment.base_offset} is gone; waiting for a later segment to bound the gap")
-            start = self._gap_floor(expected)
-            self._record_gap(segment.base_offset if start is None else start, next_base - 1, f"deleted before upload: {upload.gone}")
+            start = self.offsets.gap_floor(expected)
+            self.offsets.record_gap(segment.base_offset if start is None else start, next_base - 1, f"deleted before upload: {upload.gone}")
             self._advance_watermark(segment.base_offset)
             return
         stats = upload.stats
@@ -515,33 +418,15 @@ class PartitionUploader(TwoLeaders):
             self.metrics.roll_to_registered.observe(time.monotonic() - seen)
 
     def _advance_watermark(self, base_offset: int) -> None:
-        """offset.wm moves to ``base_offset``, never backwards (a straddling segment's base can be
-        below it: ``_pending``): every branch finishing with a segment (registered, a gap, nothing
-        new, refused by the registry) ends here, so it also forgets when the segments up to it were
-        first seen and the uploads kept for them (never pending again; a long-running agent keeps
-        nothing of them)."""
-        base_offset = max(base_offset, self._watermark if self._watermark is not None else -1)
-        if base_offset != self._watermark:
-            self.retry.call(lambda: self.store.write_watermark(self.topic, self.partition, base_offset), what=f"offset.wm of {self.name}")
-        self._watermark = base_offset
-        self._watermark_moved = time.monotonic()
+        """offset.wm moves to ``base_offset`` (``PartitionOffsets.advance_watermark``: never
+        backwards): every branch finishing with a segment (registered, a gap, nothing new, refused
+        by the registry) ends here, so it also forgets when the segments up to it were first seen
+        and the uploads kept for them (never pending again; a long-running agent keeps nothing of them)."""
+        base_offset = self.offsets.advance_watermark(base_offset)
         for base in [b for b in self._first_seen if b <= base_offset]:
             del self._first_seen[base]
         for base in [b for b in self._done if b <= base_offset]:
             del self._done[base]
-
-    def _record_gap(self, start: int, end: int, reason: str) -> None:
-        if end < start:
-            return
-        self._account(end + 1)
-        log.error("%s: GAP offsets %d..%d will not be in remote storage: %s", self.name, start, end, reason)
-        self.metrics.gaps.labels(self.topic).inc()
-        detected_ms = time.time_ns() // 1_000_000
-        self.store.write_gap_marker(self.topic, self.partition, start, end, reason, detected_ms)
-        self.retry.call(
-            lambda: self.registry.record_gap(self.topic, self.partition, start, end, reason, detected_ms=detected_ms),
-            what=f"gap marker of {self.name}",
-        )
 
     def _update_lag(self, pending: list[LocalSegment], active: int | None) -> None:
         labels = (self.topic, str(self.partition))
@@ -556,7 +441,7 @@ class PartitionUploader(TwoLeaders):
         else:
             self.metrics.lag_offsets.labels(*labels).set(0)
             self.metrics.lag_seconds.labels(*labels).set(0)
-        self.metrics.watermark_age.labels(*labels).set(time.monotonic() - self._watermark_moved)
+        self.metrics.watermark_age.labels(*labels).set(time.monotonic() - self.offsets.watermark_moved)
 
 
 def _mtime(segment: LocalSegment) -> float:

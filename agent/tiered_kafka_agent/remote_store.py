@@ -77,9 +77,10 @@ from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import OPEN_TXN_UNKNOWN, CoverageStart, MalformedRegistryDataError, RegistryValueError, SegmentEntry
+from tiered_kafka.retry import RetryPolicy
+from tiered_kafka_agent.errors import RemoteObjectError
 from tiered_kafka_agent.conditional_writes import add_if_none_match_hook, check_conditional_writes, exclusive_key, s3_error_code
 from tiered_kafka_agent.local_segments import OpenSegment, SegmentStats
-from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ META_PREFIX = "tk-"
 UPLOAD_ORDER = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX, FileKind.TXNINDEX, FileKind.SNAPSHOT)
 
 
-class MetadataError(Exception):
+class MetadataError(RemoteObjectError):
     """A .log object's tk-* metadata is missing or malformed."""
 
 
@@ -159,7 +160,7 @@ def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadat
         raise MetadataError(f"s3 object {key}: missing or malformed tk-* metadata ({err})") from err
 
 
-class ObjectKeyTakenError(Exception):
+class ObjectKeyTakenError(RemoteObjectError):
     """A segment's ``.log`` key holds other bytes than this upload's (another leader's segment with
     the same base offset): the conditional PUT was refused and nothing of this upload was written.
 

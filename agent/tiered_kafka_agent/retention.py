@@ -25,10 +25,10 @@ from botocore.exceptions import ClientError
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, SegmentEntry
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.conditional_writes import s3_error_code
 from tiered_kafka_agent.config import RemoteRetentionSettings
 from tiered_kafka_agent.remote_store import RemoteStore
-from tiered_kafka_agent.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,13 @@ from pathlib import Path
 from tiered_kafka.format import txn_index
 from tiered_kafka.format.batch_index import BatchIndex
 from tiered_kafka.format.segment_names import FileKind, segment_file_name
+from tiered_kafka_agent.errors import LocalSegmentError
 from tiered_kafka_agent.local_segments import LocalSegment, OpenSegment
 
 COPY_CHUNK = 8 * 1024 * 1024
 
 
-class TailUnavailableError(Exception):
+class TailUnavailableError(LocalSegmentError):
     """The segment has no batch index (not magic 2 throughout), or no batch at or past the offset."""
 
 

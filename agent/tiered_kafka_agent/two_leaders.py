@@ -76,6 +76,8 @@ from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.record_batch import CRC_OFFSET, iter_batches
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
+from tiered_kafka.retry import RetryPolicy
+from tiered_kafka_agent.errors import AgentError, RemoteObjectError
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import (
     LocalSegment,
@@ -89,11 +91,11 @@ from tiered_kafka_agent.local_segments import (
     snapshot_ready,
 )
 from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks, registered_from
-from tiered_kafka_agent.retry import RetryPolicy
 from tiered_kafka_agent.segment_tail import TailUnavailableError, segment_tail
 
 if TYPE_CHECKING:
     from tiered_kafka_agent.metrics import AgentMetrics
+    from tiered_kafka_agent.partition_offsets import PartitionOffsets
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +107,11 @@ MAX_TAKEN_DEPTH = 3  # a tail whose key is taken too, and so on: then the pass i
 Registration = tuple[SegmentEntry, bytes | None]
 
 
-class ObjectKeyBusyError(Exception):
+class ObjectKeyBusyError(RemoteObjectError):
     """The segment's key holds another agent's upload that no registry entry names yet (in flight)."""
 
 
-class ReplicaDivergedError(Exception):
+class ReplicaDivergedError(AgentError):
     """This replica's batches where registration would start differ from the registered segment's
     before it (acks=1 or an unclean leader election): registering would splice two histories."""
 
@@ -125,36 +127,24 @@ class TwoLeaders:
     retry: RetryPolicy
     metrics: AgentMetrics
     upload_slots: threading.Semaphore
+    offsets: PartitionOffsets  # offset.wm, the expected next offset, the gaps (partition_offsets)
     _taken_seen: dict[tuple[str, str], float]  # (key, ETag) → when this uploader first met it (monotonic)
-    _accounted_until: int | None  # None until this uploader registered a segment or recorded a gap
-
-    def _expected_next_offset(self) -> int | None:
-        raise NotImplementedError
-
-    def _record_gap(self, start: int, end: int, reason: str) -> None:
-        raise NotImplementedError
 
     def _hooks(self) -> UploadHooks:
-        raise NotImplementedError
-
-    def _gap_floor(self, expected: int | None) -> int | None:
-        raise NotImplementedError
-
-    def _account(self, next_offset: int) -> None:
         raise NotImplementedError
 
     # -- registration ----------------------------------------------------------------------
     def _register_in_order(self, segment: LocalSegment, entry: SegmentEntry, batch_index: bytes | None) -> tuple[SegmentEntry, bool] | None:
         """Register ``entry`` from the expected next offset (a gap recorded before it when it starts
         later); None when it holds nothing new or the registry refused it (a gap recorded)."""
-        expected = self._expected_next_offset()
+        expected = self.offsets.expected_next()
         if expected is not None and entry.last_offset < expected:
             return None
         if expected is not None and entry.first < expected:  # the other leader registered more meanwhile
             entry = registered_from(entry, expected, batch_index)
-        floor = self._gap_floor(expected)
+        floor = self.offsets.gap_floor(expected)
         if floor is not None and entry.first > floor:
-            self._record_gap(floor, entry.first - 1, "deleted before upload")
+            self.offsets.record_gap(floor, entry.first - 1, "deleted before upload")
         if entry.first > entry.base_offset:
             self._check_continuity(entry, batch_index)
         elif entry.base_offset == segment.base_offset:
@@ -165,12 +155,12 @@ class TwoLeaders:
         except (SegmentOverlapError, RegistryConflictError) as err:
             # another uploader registered past this segment's start: report the offsets, never drop them silently
             log.error("%s: %s", self.name, err)
-            self._record_gap(max(self._expected_next_offset() or 0, entry.first), entry.last_offset, f"refused by the registry: {err}")
+            self.offsets.record_gap(max(self.offsets.expected_next() or 0, entry.first), entry.last_offset, f"refused by the registry: {err}")
             return None
         if registered is None:
             log.info("%s: segment %d: another leader registered all its offsets meanwhile", self.name, segment.base_offset)
             return None
-        self._account(registered[0].last_offset + 1)
+        self.offsets.account(registered[0].last_offset + 1)
         return registered
 
     def _register(self, entry: SegmentEntry, batch_index: bytes | None) -> tuple[SegmentEntry, bool] | None:
@@ -183,7 +173,7 @@ class TwoLeaders:
                 added = self.retry.call(lambda: self.registry.register(entry), what=f"registration of {self.name} segment {entry.base_offset}")
                 return entry, added
             except (SegmentOverlapError, RegistryConflictError):
-                expected = self._expected_next_offset()
+                expected = self.offsets.expected_next()
                 if attempt == 4 or expected is None or expected <= entry.first:
                     raise
                 if entry.last_offset < expected:
@@ -232,7 +222,7 @@ class TwoLeaders:
         whole from its base, does not continue the registered segment before it: our previous local
         segment's last batch must end where that segment ends, with the same CRC (module doc). Nothing
         to compare (no registered segment before, our previous segment gone): no check."""
-        if self._accounted_until is not None or entry.first == 0:
+        if self.offsets.accounted_until is not None or entry.first == 0:
             return
         holder = self.registry.find(self.topic, self.partition, entry.first - 1)
         if holder is None:
@@ -275,7 +265,7 @@ class TwoLeaders:
         to try again shortly."""
         base = segment.base_offset
         holder = self._registered_object(taken, stats.last_offset)
-        fresh = self._expected_next_offset()  # after the lookup: the other leader may have registered meanwhile
+        fresh = self.offsets.expected_next()  # after the lookup: the other leader may have registered meanwhile
         expected = max((o for o in (expected, fresh) if o is not None), default=None)
         start = expected if expected is not None and expected > base else base
         if stats.last_offset < start:
@@ -323,10 +313,10 @@ class TwoLeaders:
                 if entry.first == entry.base_offset:  # our batch before the tail is in the original segment
                     self._check_continuity(entry, stats.batch_index, opened)
         except SegmentGoneError as err:
-            self._record_gap(start, stats.last_offset, f"the object key of segment {base} holds another leader's segment ({why}) and the segment is gone: {err}")
+            self.offsets.record_gap(start, stats.last_offset, f"the object key of segment {base} holds another leader's segment ({why}) and the segment is gone: {err}")
             return []
         except TailUnavailableError as err:
-            self._record_gap(start, stats.last_offset, f"the object key of segment {base} holds another leader's segment ({why}) and its tail cannot be split off: {err}")
+            self.offsets.record_gap(start, stats.last_offset, f"the object key of segment {base} holds another leader's segment ({why}) and its tail cannot be split off: {err}")
             return []
         log.info("%s: segment %d: its key holds another leader's segment; offsets %d..%d uploaded as segment %d", self.name, base, start, entry.last_offset, entry.base_offset)
         return [(entry, tail_stats.batch_index)]
@@ -372,7 +362,7 @@ class TwoLeaders:
         except ObjectKeyTakenError as err:
             raise ObjectKeyBusyError(f"segment {base}: its key was taken again after deleting an abandoned upload ({err}); trying again") from err
         except SegmentGoneError as err:
-            self._record_gap(start, stats.last_offset, f"segment {base} is gone after its key was freed from an abandoned upload: {err}")
+            self.offsets.record_gap(start, stats.last_offset, f"segment {base} is gone after its key was freed from an abandoned upload: {err}")
             return []
         return [(entry, stats.batch_index)]
 

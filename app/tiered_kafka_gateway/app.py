@@ -7,7 +7,7 @@ event loop even when every pool thread waits, e.g. for a slot of an unreachable 
 Shutdown (``lifespan``, run by uvicorn and by ``TestClient`` used as a context manager) closes
 what the app holds, in order: the Kafka proxy pools of its clusters (``kafka_offsets.close_pools``;
 the ``atexit`` hook there stays, for processes that never run the lifespan), then each cluster
-reader (``ClusterReader.close``: background load threads, Redis connections, S3 connections).
+reader (``ClusterSource.close``: background load threads, Redis connections, S3 connections).
 The readers are built in ``create_app``, not at startup, so an app used without its lifespan
 works as before; it then closes nothing.
 """
@@ -27,10 +27,9 @@ from tiered_kafka_gateway.deps import Authenticate
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import GuardUnexpected, install_handlers
 from tiered_kafka_gateway.metrics import GatewayMetrics
-from tiered_kafka_gateway.remote import ClusterReader
 from tiered_kafka_gateway.routes import health, partitions, records, rsm_ranges
-from tiered_kafka_gateway.routes import time_ranges
-from tiered_kafka_gateway.rsm_reader import reader_for
+from tiered_kafka_gateway.routes import time_ranges, ui
+from tiered_kafka_gateway.sources import ClusterSource, build_sources
 
 API_VERSION = "1.0.0"
 
@@ -70,7 +69,7 @@ class _RouteTiming:
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Nothing to open (``create_app`` did); on shutdown, close every pool (module docstring)."""
     yield
-    readers: dict[str, ClusterReader] = app.state.readers
+    readers: dict[str, ClusterSource] = app.state.readers
     kafka_offsets.close_pools(readers)
     for reader in readers.values():
         reader.close()
@@ -85,7 +84,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.readers = {name: reader_for(name, cluster, settings) for name, cluster in settings.clusters.items()}
+    app.state.readers = build_sources(settings)  # the one place the clusters' Redis and S3 clients are made
     app.state.metrics = GatewayMetrics(app.state.readers)
     install_handlers(app)
     app.include_router(partitions.router)
@@ -93,6 +92,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(time_ranges.router)
     app.include_router(health.router)
     app.include_router(rsm_ranges.router)
+    app.include_router(ui.router)
 
     # outermost last: timing sees every answer, an escaped exception becomes a 500 with an id,
     # and authentication runs before routing (so unrouted paths answer 401 alike too)

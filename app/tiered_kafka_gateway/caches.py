@@ -47,15 +47,19 @@ class _Pending:
 class LRU(Generic[K, V]):
     """A thread-safe least-recently-used map bounded by the bytes ``weigh`` estimates.
 
-    ``ttl_s``: entries older than that are loaded again (None: kept until evicted)."""
+    ``ttl_s``: entries older than that are loaded again (None: kept until evicted), by ``clock``
+    (seconds, monotonic)."""
 
-    def __init__(self, name: str, capacity_bytes: int, weigh: Callable[[V], int], *, ttl_s: float | None = None) -> None:
+    def __init__(
+        self, name: str, capacity_bytes: int, weigh: Callable[[V], int], *, ttl_s: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if capacity_bytes <= 0:
             raise ValueError(f"cache {name}: capacity_bytes must be positive, got {capacity_bytes}")
         self.name = name
         self.capacity_bytes = capacity_bytes
         self._weigh = weigh
         self._ttl_s = ttl_s
+        self._clock = clock
         self._items: OrderedDict[K, tuple[V, int, float]] = OrderedDict()  # value, weight, stored at
         self.bytes = 0
         self._lock = threading.Lock()
@@ -77,7 +81,7 @@ class LRU(Generic[K, V]):
     def peek(self, key: K, *, count: bool = True) -> V | None:
         """The cached value (a hit when ``count``), None when absent (not counted: no load follows)."""
         with self._lock:
-            item = self._fresh(key, time.monotonic())
+            item = self._fresh(key, self._clock())
             if item is None:
                 return None
             self._items.move_to_end(key)
@@ -92,7 +96,7 @@ class LRU(Generic[K, V]):
         for another's load counts a hit (decision: it caused no load, so the hit ratio stays the
         share of asks that did not load)."""
         with self._lock:
-            item = self._fresh(key, time.monotonic())
+            item = self._fresh(key, self._clock())
             if item is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
@@ -128,7 +132,7 @@ class LRU(Generic[K, V]):
             self._drop(key)
             if weight > self.capacity_bytes:
                 return
-            self._items[key] = (value, weight, time.monotonic())
+            self._items[key] = (value, weight, self._clock())
             self.bytes += weight
             while self.bytes > self.capacity_bytes:
                 old = next(iter(self._items))

@@ -52,12 +52,12 @@ from typing import Any
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.registry import check_url
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, check_regexes, describe_validation_error
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
@@ -211,10 +211,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> GatewaySettings
         except (OSError, ValueError) as err:
             raise ConfigError(f"cannot read gateway config {path}: {err}") from err
     values.update(overrides)
-    try:
-        return GatewaySettings(**values)
-    except ValidationError as err:  # its own text would quote the inputs, secrets included
-        raise ConfigError(f"invalid gateway configuration: {describe_validation_error(err)}") from None
+    return build_settings(GatewaySettings, values, "gateway")
 
 
 @functools.cache

@@ -36,7 +36,7 @@ from fastapi import Depends, Path, Request
 
 from tiered_kafka_gateway.config import GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response, topic_authorization_failed
-from tiered_kafka_gateway.remote import ClusterReader
+from tiered_kafka_gateway.sources import ClusterSource
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 PUBLIC_PREFIXES = ("/rsm-ranges/v1/",)  # signed byte-range URLs: the URL is the credential (rsm_urls)
@@ -91,7 +91,7 @@ async def settings(request: Request) -> GatewaySettings:
     return request.app.state.settings
 
 
-async def readers(request: Request) -> dict[str, ClusterReader]:
+async def readers(request: Request) -> dict[str, ClusterSource]:
     return request.app.state.readers
 
 
@@ -110,7 +110,7 @@ async def access(request: Request) -> Access:
 async def cluster(
     request: Request,
     name: Annotated[str, Path(alias="cluster", pattern=r"^[A-Za-z0-9._-]{1,128}$", description="cluster name")],
-) -> ClusterReader:
+) -> ClusterSource:
     reader = request.app.state.readers.get(name)
     if reader is None:
         raise GatewayError(ErrorCode.UNKNOWN_CLUSTER, f"unknown cluster {name!r}")
@@ -126,7 +126,7 @@ async def readable_topic(
     return topic
 
 
-Cluster = Annotated[ClusterReader, Depends(cluster)]
+Cluster = Annotated[ClusterSource, Depends(cluster)]
 Topic = Annotated[str, Depends(readable_topic)]
 Caller = Annotated[Access, Depends(access)]
 Settings = Annotated[GatewaySettings, Depends(settings)]

@@ -2,7 +2,15 @@
 
 Every response that is not a success has this shape, whoever produced it:
 
-- domain errors, raised as ``GatewayError`` anywhere (one handler, ``install_handlers``);
+- domain errors: the gateway's own answers, raised as ``GatewayError`` (it carries its
+  ``ErrorCode``), and the shared core's exceptions (``tiered_kafka.errors``, the registry's), raised
+  as they are: ``ANSWERS`` is the one table from an exception class to its ``ErrorCode`` (the
+  nearest class in the table wins), and one handler answers them all (``install_handlers``). No
+  module translates a core exception into a ``GatewayError``; a module that knows *which* object or
+  key failed names it with ``about(where)``, and the answer's message starts with it. A class not
+  in the table reaching a route is a bug: 500 ``internal_error`` with an id, as below. Corrupt
+  registry data is a 500 ``corrupt_registry_data`` (clients do not retry a 500: asking again
+  cannot help), logged at ERROR with the key and field its message names;
 - FastAPI's validation errors: 422 ``invalid_request`` with the ``problems``;
 - Starlette's own: an unrouted path is 404 ``not_found``, a wrong method 405
   ``method_not_allowed`` (with its ``Allow`` header);
@@ -31,6 +39,9 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -38,6 +49,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tiered_kafka.errors import FormatError, OffsetNotRemoteError, OffsetOutOfRangeError, RsmDecryptionError, TieredKafkaError, UnsupportedCodecError
+from tiered_kafka.format.batch_index import UnsupportedFormatError
+from tiered_kafka.registry import MalformedRegistryDataError, RegistryError, RegistryUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +93,88 @@ class ErrorCode(enum.Enum):
         return self.value[1]
 
 
-class GatewayError(Exception):
+class GatewayError(TieredKafkaError):
+    """An answer the gateway itself decides (an unknown partition, an offset outside the remote
+    range, a malformed request, an S3 or Kafka failure): its ``ErrorCode`` and the ``details`` the
+    error body carries."""
+
     def __init__(self, error: ErrorCode, message: str, **details: object) -> None:
         super().__init__(message)
         self.error = error
         self.message = message
         self.details = details
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How the table answers an exception class: its code, and what the message says first
+    (``{cluster}``: the cluster the request names)."""
+
+    error: ErrorCode
+    lead: str = ""
+    log_error: bool = False  # logged at ERROR: an operator must act (the data is corrupt, or Redis refuses)
+
+
+ANSWERS: dict[type[TieredKafkaError], Answer] = {
+    # what a later attempt may get right (Redis unreachable, loading, cluster down): 503, retried by clients
+    RegistryUnavailableError: Answer(ErrorCode.REGISTRY_UNAVAILABLE, "the registry of cluster {cluster} is unavailable: "),
+    # the registry holds what its schema forbids (its message names the key and field): retrying never ends
+    MalformedRegistryDataError: Answer(ErrorCode.CORRUPT_REGISTRY_DATA, "the registry of cluster {cluster} holds malformed data: ", log_error=True),
+    # Redis refused a command for a reason retrying cannot fix (e.g. WRONGTYPE), and the registry's other refusals
+    RegistryError: Answer(ErrorCode.REGISTRY_ERROR, "the registry of cluster {cluster} refused a command: ", log_error=True),
+    RsmDecryptionError: Answer(ErrorCode.RSM_DECRYPTION_FAILED),
+    UnsupportedFormatError: Answer(ErrorCode.UNSUPPORTED_FORMAT),
+    UnsupportedCodecError: Answer(ErrorCode.UNSUPPORTED_FORMAT),
+    FormatError: Answer(ErrorCode.CORRUPT_REMOTE_DATA),  # bytes in S3 that are not Kafka's (every FormatError below it too)
+    OffsetNotRemoteError: Answer(ErrorCode.OFFSET_NOT_REMOTE),
+    # the gateway checks every offset against its source (registry, RSM metadata) before planning:
+    # a segment that then does not hold it contradicts its source
+    OffsetOutOfRangeError: Answer(ErrorCode.CORRUPT_REMOTE_DATA, "the segment and its registry entry or RSM metadata disagree: "),
+}
+"""Every core exception a route may meet, by class (the nearest in an exception's MRO wins).
+``GatewayError`` carries its own code."""
+
+_WHERE = "_tiered_kafka_gateway_where"
+
+
+@contextmanager
+def about(where: str) -> Iterator[None]:
+    """Name ``where`` (an object key) in the answer to a core exception escaping the block: the
+    answer's message starts with it (the innermost ``about`` wins). Nothing is caught or translated."""
+    try:
+        yield
+    except TieredKafkaError as err:
+        if not isinstance(err, GatewayError) and not hasattr(err, _WHERE):
+            setattr(err, _WHERE, where)
+        raise
+
+
+def _table_answer(exc: BaseException) -> Answer | None:
+    """The ``ANSWERS`` entry of the nearest class of ``exc`` in the table, if any."""
+    return next((ANSWERS[c] for c in type(exc).__mro__ if c in ANSWERS), None)  # type: ignore[index]
+
+
+def answer_for(exc: TieredKafkaError, cluster: str | None = None) -> tuple[ErrorCode, str, dict[str, object]] | None:
+    """The answer to ``exc`` (code, message, details): its own for a ``GatewayError``, else from
+    ``ANSWERS``; None when no class in its MRO is there."""
+    if isinstance(exc, GatewayError):
+        return exc.error, exc.message, exc.details
+    found = _table_answer(exc)
+    if found is None:
+        return None
+    where = getattr(exc, _WHERE, None)
+    message = found.lead.format(cluster=cluster or "?") + (f"{where}: " if where else "") + str(exc)
+    if found.log_error:
+        log.error("%s (%s)", message, found.error.code)
+    return found.error, message, {}
+
+
+def code_of(exc: BaseException) -> ErrorCode | None:
+    """The ``ErrorCode`` a route would answer for ``exc`` (None: not a domain error, or not in the table)."""
+    if isinstance(exc, GatewayError):
+        return exc.error
+    found = _table_answer(exc) if isinstance(exc, TieredKafkaError) else None
+    return None if found is None else found.error
 
 
 def topic_authorization_failed(topic: str) -> GatewayError:
@@ -109,9 +200,13 @@ _HTTP_ERRORS = {e.status: e for e in (ErrorCode.NOT_FOUND, ErrorCode.METHOD_NOT_
 
 
 def install_handlers(app: FastAPI) -> None:
-    @app.exception_handler(GatewayError)
-    async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        return error_response(exc.error, exc.message, **exc.details)
+    @app.exception_handler(TieredKafkaError)
+    async def _domain_error(request: Request, exc: TieredKafkaError) -> JSONResponse:
+        found = answer_for(exc, request.path_params.get("cluster"))
+        if found is None:  # a bug: GuardUnexpected answers 500 internal_error with an id
+            raise exc
+        error, message, details = found
+        return error_response(error, message, **details)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 
 if TYPE_CHECKING:
-    from tiered_kafka_gateway.remote import ClusterReader
+    from tiered_kafka_gateway.sources import ClusterSource
 
 _POOLS: dict[str, KafkaPool] = {}
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -145,7 +145,7 @@ def calls(cluster_name: str) -> int:
         return 0 if pool is None else pool.calls
 
 
-def pool_for(cluster: ClusterReader) -> KafkaPool:
+def pool_for(cluster: ClusterSource) -> KafkaPool:
     if not cluster.bootstrap_servers:
         raise GatewayError(ErrorCode.KAFKA_NOT_CONFIGURED, f"cluster {cluster.name} has no Kafka bootstrap servers configured")
     with _POOLS_LOCK:
@@ -160,7 +160,7 @@ def pool_for(cluster: ClusterReader) -> KafkaPool:
         return pool
 
 
-def watermarks(cluster: ClusterReader, topic: str, partition: int) -> tuple[int, int]:
+def watermarks(cluster: ClusterSource, topic: str, partition: int) -> tuple[int, int]:
     """(log start offset, high watermark) from the partition's leader."""
     pool = pool_for(cluster)
     with pool.consumer() as consumer:
@@ -183,7 +183,7 @@ class KafkaRead:
 
 
 def read(
-    cluster: ClusterReader,
+    cluster: ClusterSource,
     topic: str,
     partition: int,
     offset: int,

@@ -27,7 +27,7 @@ delivers, ABORT drops; control records are never returned). Its inputs here:
   2. the markers in the data read; when some fate is still open, the read looks further ahead for
      markers only (at most ``max_bytes_limit`` more bytes, remote data only, loading the
      ``.txnindex`` of the segments it passes; nothing past the requested window is returned).
-  3. the partition's remote last stable offset (``ClusterReader.last_stable_offset``, from the
+  3. the partition's remote last stable offset (``ClusterSource.last_stable_offset``, from the
      producer snapshot of its last segment): nothing at or past it is returned, whatever the
      offset asked (a transaction opened before it and still open holds back what follows, as a
      broker's LSO does); unknown (no snapshot), the read relies on 1 and 2 only.
@@ -57,20 +57,18 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from tiered_kafka.errors import CorruptIndexError, FormatError, UnsupportedCodecError
-from tiered_kafka.format import txn_index
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.txn_index import AbortedTxn
-from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.modes import Action, Mode, Source, at_remote_end, decide
+from tiered_kafka.read_on import Step, read_on_budget, read_on_for_markers
 from tiered_kafka.read_plan import ByteRange
-from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka.transactions import CommittedFilter, Fate
 from tiered_kafka_gateway import kafka_offsets
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about
 from tiered_kafka_gateway.models import GapOut, HeaderOut, RecordOut, RecordsResponse
-from tiered_kafka_gateway.remote import ClusterReader, RemoteSegment
+from tiered_kafka_gateway.plans import out_of_range
+from tiered_kafka_gateway.sources import ClusterSource
 
 DEFAULT_MAX_RECORDS = 500
 MAX_RECORDS_LIMIT = 10_000
@@ -98,7 +96,7 @@ class ReadRequest:
     isolation_level: IsolationLevel
 
 
-def read_records(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+def read_records(cluster: ClusterSource, request: ReadRequest) -> RecordsResponse:
     info_cache: list[Any] = []
 
     def remote_holds() -> bool:
@@ -144,7 +142,7 @@ def _below_log_start(err: GatewayError, offset: int) -> bool:
 _KAFKA_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
 
-def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+def _from_kafka(cluster: ClusterSource, request: ReadRequest) -> RecordsResponse:
     result = kafka_offsets.read(
         cluster,
         request.topic,
@@ -168,39 +166,28 @@ def _from_kafka(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse
                 headers=[HeaderOut(key=k, value=_encode(v, request.encoding, offset)) for k, v in (message.headers() or [])],
             )
         )
-    # read_committed may skip aborted records and markers: continue after the last one returned
-    next_offset = result.next_offset  # past skipped markers and aborted records too
-    return RecordsResponse(
-        cluster=cluster.name,
-        topic=request.topic,
-        partition=request.partition,
-        offset=request.offset,
-        source=Source.KAFKA.value,
-        records=records,
-        next_offset=next_offset,
-        high_watermark=result.high_watermark,
-        log_start_offset=result.log_start_offset,
-    )
+    # read_committed may skip aborted records and markers: result.next_offset is past them too
+    return _response(cluster, request, Source.KAFKA, records, result.next_offset, high_watermark=result.high_watermark,
+                     log_start_offset=result.log_start_offset)
+
+
+def _response(cluster: ClusterSource, request: ReadRequest, source: Source, records: list[RecordOut], next_offset: int, **extra: Any) -> RecordsResponse:
+    """A response of one source, from ``request.offset`` to ``next_offset``; ``extra``: the source's own fields."""
+    return RecordsResponse(cluster=cluster.name, topic=request.topic, partition=request.partition, offset=request.offset, source=source.value,
+                           records=records, next_offset=next_offset, **extra)
 
 
 # -- remote storage -------------------------------------------------------------------------
-LOOKAHEAD_FIRST_BYTES = 64 * 1024
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 
-def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsResponse:
+def _from_remote(cluster: ClusterSource, request: ReadRequest) -> RecordsResponse:
     committed = request.isolation_level is IsolationLevel.READ_COMMITTED
     info = cluster.partition_info(request.topic, request.partition)
     if info is None or info.is_empty:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {request.topic}-{request.partition} in cluster {cluster.name}")
     if not info.earliest_offset <= request.offset <= info.latest_offset:  # checked here: plans only see offsets the registry can hold
-        past = request.offset > info.latest_offset
-        raise GatewayError(
-            ErrorCode.OFFSET_NOT_REMOTE if past else ErrorCode.OFFSET_OUT_OF_RANGE,
-            f"offset {request.offset} of {request.topic}-{request.partition} is outside the remote range {info.earliest_offset}..{info.latest_offset}",
-            earliest_offset=info.earliest_offset,
-            latest_offset=info.latest_offset,
-        )
+        raise out_of_range(request.topic, request.partition, request.offset, info.earliest_offset, info.latest_offset)
     stable_end = cluster.last_stable_offset(request.topic, request.partition, info) if committed else None
     if stable_end is not None and request.offset >= stable_end:  # nothing to read: it is all at or past the LSO
         return _remote_response(cluster, request, info, [], request.offset, None, last_stable_offset=stable_end)
@@ -220,7 +207,7 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
             budget -= byte_range.size
         if committed and plan.segment.object_key not in seen_segments:
             seen_segments.add(plan.segment.object_key)
-            aborted.extend(aborted_txns(cluster, request.topic, request.partition, plan.segment))
+            aborted.extend(cluster.aborted_txns(request.topic, request.partition, plan.segment))
         position = plan.ranges[-1].last_offset + 1
         wanted = sum(1 for b in batches if b.control is None for r in b.records if r.offset >= request.offset)
         if wanted >= request.max_records or budget <= 0 or position > info.latest_offset:
@@ -256,16 +243,10 @@ def _from_remote(cluster: ClusterReader, request: ReadRequest) -> RecordsRespons
 
 
 def _remote_response(
-    cluster: ClusterReader, request: ReadRequest, info: Any, records: list[RecordOut], next_offset: int, gap: Any, *, last_stable_offset: int | None = None
+    cluster: ClusterSource, request: ReadRequest, info: Any, records: list[RecordOut], next_offset: int, gap: Any, *, last_stable_offset: int | None = None
 ) -> RecordsResponse:
-    return RecordsResponse(
-        cluster=cluster.name,
-        topic=request.topic,
-        partition=request.partition,
-        offset=request.offset,
-        source=Source.REMOTE.value,
-        records=records,
-        next_offset=next_offset,
+    return _response(
+        cluster, request, Source.REMOTE, records, next_offset,
         remote_earliest_offset=info.earliest_offset,
         remote_latest_offset=info.latest_offset,
         gap=None if gap is None else GapOut(start_offset=gap.start_offset, end_offset=gap.end_offset, reason=gap.reason),
@@ -274,7 +255,7 @@ def _remote_response(
 
 
 def committed_batches(
-    cluster: ClusterReader,
+    cluster: ClusterSource,
     topic: str,
     partition: int,
     batches: list[DecodedBatch],
@@ -289,61 +270,39 @@ def committed_batches(
 
     ``tiered_kafka.transactions.CommittedFilter`` decides, from ``aborted`` (the ``.txnindex``
     entries of the segments in ``seen_segments``) and the markers in the window; while a
-    transaction stays undecided it reads on from ``position`` for markers only (at most
-    ``max_bytes_limit`` more bytes, up to ``latest``; nothing past the window is returned).
+    transaction stays undecided it reads on from ``position`` for markers only, up to ``latest``
+    (``tiered_kafka.read_on``: a response that stops at its first held offset, so at most
+    ``max_bytes_limit`` more bytes, plans of at most ``range_bytes``; it loads the ``.txnindex`` of
+    the segments it passes; nothing past the window is returned).
     ``stable_end``: the remote LSO; no batch at or past it is delivered (None: unknown)."""
     rule: CommittedFilter[Any] = CommittedFilter(aborted, stable_end=stable_end)
     delivered = [b for batch in batches for b, fate in rule.push_decisions(batch) if fate is Fate.DELIVER]
-    lookahead = cluster.settings.max_bytes_limit
-    step = LOOKAHEAD_FIRST_BYTES  # markers are usually close: read a little, then more (doubling)
-    while rule.undecided and position <= latest and lookahead > 0:
-        plan = cluster.plan(topic, partition, position, min(lookahead, step, cluster.settings.range_bytes))
-        step *= 2
-        if plan.segment.object_key not in seen_segments:
-            seen_segments.add(plan.segment.object_key)
-            rule.add_aborted(aborted_txns(cluster, topic, partition, plan.segment))
-        for byte_range in plan.ranges:
-            if not rule.undecided:
-                break
-            for batch in _read_batches(cluster, plan.segment.object_key, byte_range, markers_only=True):
-                rule.look_ahead(batch)
-            lookahead -= byte_range.size
-        position = plan.ranges[-1].last_offset + 1
+    segment_key = [""]
+
+    def plan(offset: int, max_bytes: int) -> Step[ByteRange] | None:
+        if offset > latest:
+            return None
+        found = cluster.plan(topic, partition, offset, max_bytes)
+        segment_key[0] = found.segment.object_key
+        if found.segment.object_key not in seen_segments:
+            seen_segments.add(found.segment.object_key)
+            rule.add_aborted(cluster.aborted_txns(topic, partition, found.segment))
+        return Step(found.ranges, found.ranges[-1].last_offset + 1)
+
+    settings = cluster.settings
+    read_on_for_markers(rule, position, plan, lambda byte_range: _read_batches(cluster, segment_key[0], byte_range, markers_only=True),
+                        budget=read_on_budget(stable_end, resumable=True, limit=settings.max_bytes_limit), plan_bytes=settings.range_bytes)
     delivered.extend(b for b, fate in rule.take_released() if fate is Fate.DELIVER)
     return delivered, rule.first_held_offset
 
 
-def _read_batches(cluster: ClusterReader, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
+def _read_batches(cluster: ClusterSource, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
+    """The batches of a planned range, CRC-checked (a bad one: 502 ``corrupt_remote_data`` naming ``key``; ``errors.ANSWERS``)."""
     data = cluster.read_range(key, byte_range)
     if len(data) != byte_range.size:
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: asked {byte_range.size} bytes at {byte_range.start}, got {len(data)}")
-    decoded = []
-    try:
-        for batch in iter_batches(data, position=byte_range.start):
-            decoded.append(decode_batch(batch, with_records=not markers_only))
-    except UnsupportedCodecError as err:
-        raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, f"{key}: {err}") from err
-    except FormatError as err:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: {err}") from err
-    return decoded
-
-
-def aborted_txns(cluster: ClusterReader, topic: str, partition: int, segment: RemoteSegment | SegmentEntry) -> list[AbortedTxn]:
-    """The aborted transactions of a segment's ``.txnindex`` (``format.txn_index``), when the agent
-    uploaded one (cached); none for a segment without one (Kafka writes it only for segments that
-    received an ABORT marker). A corrupt file is a 502 corrupt_remote_data."""
-    entry = segment if isinstance(segment, SegmentEntry) else cluster._registry(lambda: cluster.registry.find(topic, partition, segment.first))
-    if entry is None or FileKind.TXNINDEX.value not in entry.files:
-        return []
-    key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value
-
-    def load() -> list[AbortedTxn]:
-        try:
-            return txn_index.parse(cluster._get(key), name=key)
-        except CorruptIndexError as err:
-            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
-
-    return cluster.txn_indexes.get_or_load(key, load)
+    with about(key):
+        return [decode_batch(batch, with_records=not markers_only) for batch in iter_batches(data, position=byte_range.start)]
 
 
 def _remote_record(record: Any, encoding: Encoding) -> RecordOut:

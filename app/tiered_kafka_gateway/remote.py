@@ -40,19 +40,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import redis
-from botocore.auth import S3SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
-from botocore.exceptions import BotoCoreError, ClientError
 
-from tiered_kafka.errors import FormatError, InvalidSegmentNameError, OffsetOutOfRangeError
+from tiered_kafka.errors import InvalidSegmentNameError
+from tiered_kafka.format import txn_index
 from tiered_kafka.format.batch_index import BatchIndex
 from tiered_kafka.format.checkpoints import parse_offset_wm
 from tiered_kafka.format.offset_index import OffsetIndex
@@ -64,48 +57,40 @@ from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import (
     BatchHeaders,
     ByteRange,
-    UnsupportedFormatError,
     plan_from_batch_index,
     plan_from_sparse_index,
     plan_ranges,
     sparse_plan_fits,
 )
-from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, Registry, RegistryError, RegistryUnavailableError, SegmentEntry, connect
-from tiered_kafka.service_support import s3_client
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, SegmentEntry, connect
 from tiered_kafka.transactions import remote_last_stable_offset
+from tiered_kafka_gateway.plans import Plan, out_of_range
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about
 from tiered_kafka_gateway.s3_listing import list_partitions
+from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import SegmentIndexes, last_offset_in
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Plan:
-    segment: RemoteSegment
-    ranges: list[ByteRange]
-    urls: list[str]
-    expires_at_ms: int
-    gap: Gap | None  # set when the requested offset fell in a gap and the plan starts after it
-    transformed: list[Any] | None = None  # per range, a models.ChunkedRange or None (compressed KIP-405 segments: rsm_reader)
+class ClusterReader(SegmentIndexes, CountsS3):
+    """A ``sources.ClusterSource`` over our agent's layout: the Redis registry (``registry``) and the
+    segment objects (``objects``), both handed in (``sources.build_source`` connects them)."""
 
-
-class ClusterReader(SegmentIndexes):
-    def __init__(self, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> None:
+    def __init__(
+        self, name: str, settings: GatewaySettings, *, registry: Registry, objects: S3Objects, keyspace: Keyspace, bootstrap_servers: str | None = None
+    ) -> None:
         self.name = name
         self.settings = settings
-        s3 = cluster.s3
-        if s3 is None or cluster.redis_url is None:  # config: a kind "agent" cluster has both (kip405: rsm_reader)
-            raise ValueError(f"cluster {name} has no redis_url and s3 section")
-        self._init_s3(s3, s3.bucket, settings)
-        self.keyspace = Keyspace(s3.prefix, name, s3.entropy_bits)
-        self.redis = connect(
-            cluster.redis_url, socket_timeout=settings.timeouts.redis_s, socket_connect_timeout=settings.timeouts.redis_s, max_connections=64
-        )
-        self.registry = Registry(self.redis, name)
-        self.bootstrap_servers = cluster.bootstrap_servers
+        self.registry = registry
+        self.redis = registry.client
+        self.objects = objects
+        self.s3 = objects.client
+        self.bucket = objects.bucket
+        self.keyspace = keyspace
+        self.bootstrap_servers = bootstrap_servers
         cache = settings.cache  # every cache bounded by bytes (caches module docstring); weights are estimates
         self.indexes: LRU[str, OffsetIndex | TimeIndex] = LRU("index", cache.index_bytes, lambda index: 64 + 80 * len(index))
         self.headers: LRU[str, BatchHeaders] = LRU("headers", cache.header_bytes, lambda headers: headers.nbytes)
@@ -123,26 +108,23 @@ class ClusterReader(SegmentIndexes):
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
         self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 2, lambda found: 64)
 
-    def _init_s3(self, location: Any, bucket: str, settings: GatewaySettings) -> None:
-        """The S3 side every reader shares (this class and ``rsm_reader.RsmClusterReader``): the client,
-        the counts ``_get`` and ``presign`` keep, and the object URL prefix presigning signs with
-        botocore's SigV4 query signer directly: the same algorithm as generate_presigned_url, without
-        its per-call request pipeline (0.45 ms -> 0.13 ms). ``location``: an ``S3Location``."""
-        self.bucket = bucket
-        self.s3 = s3_client(location, connect_timeout_s=settings.timeouts.s3_s, read_timeout_s=settings.timeouts.s3_s, max_pool_connections=32)
-        endpoint = (location.endpoint_url or f"https://s3.{location.region}.amazonaws.com").rstrip("/")
-        self._object_url_prefix = f"{endpoint}/{quote(bucket, safe='')}/"
-        self._region = location.region
-        self.s3_gets = 0
-        self.s3_gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
-        self.presigns = 0
+    @classmethod
+    def connect(cls, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> ClusterReader:
+        """The reader of a kind "agent" cluster with its Redis and S3 clients connected (``sources.build_source``)."""
+        s3 = cluster.s3
+        if s3 is None or cluster.redis_url is None:  # config: a kind "agent" cluster has both (kip405: rsm_reader)
+            raise ValueError(f"cluster {name} has no redis_url and s3 section")
+        timeout = settings.timeouts.redis_s
+        client = connect(cluster.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout, max_connections=64)
+        return cls(name, settings, registry=Registry(client, name), objects=S3Objects.connect(s3, s3.bucket, settings),
+                   keyspace=Keyspace(s3.prefix, name, s3.entropy_bits), bootstrap_servers=cluster.bootstrap_servers)
 
     def close(self) -> None:
         """Release what this reader holds (the app's shutdown, ``app.lifespan``): the background
         loads' threads, the Redis connection pool and the S3 client's HTTP connections."""
         self._loads.close()
         self.redis.close()  # from_url's Redis and RedisCluster both disconnect every pooled connection, idle or not
-        self.s3.close()  # botocore: closes the endpoint's urllib3 pool
+        self.objects.close()
 
     def wait_for_background_loads(self, timeout_s: float = 30.0) -> bool:
         """Block until the batch indexes fetched in the background have landed (tests, benchmarks)."""
@@ -154,43 +136,12 @@ class ClusterReader(SegmentIndexes):
         return [self.indexes, self.headers, self.batch_indexes, self.sparse_indexes, self.txn_indexes, self._listings,
                 self._recent_segments.cache, self._last_entries]
 
-    # -- errors ----------------------------------------------------------------------------
-    def _registry(self, call: Callable[[], Any]) -> Any:
-        """Run a registry call; its failure as the gateway's error: 503 ``registry_unavailable`` only
-        for what a later attempt may get right (Redis unreachable, loading, cluster down), which
-        clients retry; corrupt data is a 500 ``corrupt_registry_data`` naming the key and field,
-        which they do not (retrying a malformed entry would never end)."""
-        try:
-            return call()
-        except RegistryUnavailableError as err:
-            raise GatewayError(ErrorCode.REGISTRY_UNAVAILABLE, f"the registry of cluster {self.name} is unavailable: {err}") from err
-        except MalformedRegistryDataError as err:  # its message names the key and the field
-            log.error("corrupt registry data in cluster %s: %s", self.name, err)
-            raise GatewayError(ErrorCode.CORRUPT_REGISTRY_DATA, f"the registry of cluster {self.name} holds malformed data: {err}") from err
-        except RegistryError as err:
-            raise GatewayError(ErrorCode.REGISTRY_ERROR, f"the registry of cluster {self.name} refused a command: {err}") from err
-
     def _get(self, key: str, byte_range: str | None = None) -> bytes:
-        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
-        if byte_range:
-            params["Range"] = byte_range
-        try:
-            self.s3_gets += 1
-            self.s3_gets_by_kind[key.rsplit(".", 1)[-1]] += 1
-            response = self.s3.get_object(**params)
-            if byte_range:
-                _check_content_range(key, byte_range, response)
-            return response["Body"].read()
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"s3://{self.bucket}/{key} is missing") from err
-            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 read of {key} failed: {err}") from err
-        except BotoCoreError as err:
-            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 is unavailable: {err}") from err
+        return self.objects.get(key, byte_range)
 
     # -- partitions ------------------------------------------------------------------------
     def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
-        info = self._registry(lambda: self.registry.partition_info(topic, partition))
+        info = self.registry.partition_info(topic, partition)
         if info is not None:
             return info
         listed = self._listed(topic, partition)
@@ -201,7 +152,7 @@ class ClusterReader(SegmentIndexes):
     def topics(self) -> tuple[dict[str, list[int]], bool]:
         """Topic -> sorted partitions with remote data (registry and S3 listing); and whether the
         listing is complete (False: a bound of the module docstring cut it short)."""
-        registered = self._registry(self.registry.topics)
+        registered = self.registry.topics()
         listed, complete = self._listed_partitions()
         merged = {(t, p) for t, ps in registered.items() for p in ps} | listed
         out: dict[str, list[int]] = {}
@@ -223,10 +174,10 @@ class ClusterReader(SegmentIndexes):
         return listing.partitions, listing.complete
 
     def coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
-        return self._registry(lambda: self.registry.coverage_start(topic, partition))
+        return self.registry.coverage_start(topic, partition)
 
     def gaps(self, topic: str, partition: int) -> list[Gap]:
-        return self._registry(lambda: self.registry.gaps(topic, partition))
+        return self.registry.gaps(topic, partition)
 
     def last_stable_offset(self, topic: str, partition: int, info: PartitionInfo | None = None) -> int | None:
         """The partition's remote last stable offset (``tiered_kafka.transactions.remote_last_stable_offset``,
@@ -238,14 +189,14 @@ class ClusterReader(SegmentIndexes):
             return None
 
         def load() -> tuple[int, int] | None:
-            entry = self._registry(lambda: self.registry.find(topic, partition, info.latest_offset))
+            entry = self.registry.find(topic, partition, info.latest_offset)
             return None if entry is None else (entry.last_offset, entry.open_txn_first_offset)
 
         found = self._last_entries.get_or_load((topic, partition, info.latest_offset), load)
         return None if found is None else remote_last_stable_offset(*found)
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
-        return self._registry(lambda: self.registry.segments(topic, partition))
+        return self.registry.segments(topic, partition)
 
     def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:
         """The segment holding ``offset``; in a gap, the next segment and the gap."""
@@ -253,26 +204,26 @@ class ClusterReader(SegmentIndexes):
             info = self.partition_info(topic, partition)
             if info is None or info.is_empty:
                 raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name}")
-            raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+            raise out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
         cached = self._recent_segments.find(topic, partition, offset)
         if cached is not None:
             return cached, None
-        entry = self._registry(lambda: self.registry.find(topic, partition, offset))
+        entry = self.registry.find(topic, partition, offset)
         if entry is not None:
             segment = _from_entry(entry)
             self._recent_segments.remember(topic, partition, segment)
             return segment, None
-        info = self._registry(lambda: self.registry.partition_info(topic, partition))
+        info = self.registry.partition_info(topic, partition)
         if info is not None and not info.is_empty:
             if offset < info.earliest_offset:
                 raise self._below(topic, partition, offset, info.earliest_offset, info.latest_offset)
             if offset > info.latest_offset:
-                raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
-            following = self._registry(lambda: self.registry.next_segment(topic, partition, offset))
-            gaps = self._registry(lambda: self.registry.gaps(topic, partition))
+                raise out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+            following = self.registry.next_segment(topic, partition, offset)
+            gaps = self.registry.gaps(topic, partition)
             gap = next((g for g in gaps if g.start_offset <= offset <= g.end_offset), None)
             if following is None:
-                raise _out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
+                raise out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
             return _from_entry(following), gap or Gap(offset, following.first - 1, "no remote segment", 0)
         listed = self._listed(topic, partition)
         if not listed:
@@ -285,14 +236,14 @@ class ClusterReader(SegmentIndexes):
                 return segment, None
         if offset < listed[0].base_offset:
             raise self._below(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
-        raise _out_of_range(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
+        raise out_of_range(topic, partition, offset, listed[0].base_offset, listed[-1].last_offset)
 
     def _below(self, topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:
         """The 416 for an offset below the remote range: named as before the coverage start when it is."""
         coverage = self.coverage_start(topic, partition)
         if coverage is not None and offset < coverage.offset:
             return _before_coverage(topic, partition, offset, coverage, earliest_offset=earliest, latest_offset=latest)
-        return _out_of_range(topic, partition, offset, earliest, latest)
+        return out_of_range(topic, partition, offset, earliest, latest)
 
     def _listed(self, topic: str, partition: int) -> list[RemoteSegment]:
         """Segments found by listing the partition's prefix (Pinterest-layout buckets), cached
@@ -310,21 +261,18 @@ class ClusterReader(SegmentIndexes):
         wm_key = self.keyspace.offset_wm_key(topic, partition)
         logs: list[tuple[int, str, int]] = []
         committed_up_to = -1
-        try:
-            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-                for item in page.get("Contents", ()):
-                    if item["Key"] == wm_key:
-                        committed_up_to = self._committed_up_to(wm_key)
-                        continue
-                    try:
-                        parsed = self.keyspace.parse(item["Key"])
-                    except InvalidSegmentNameError:
-                        continue
-                    name = parsed.segment
-                    if name is not None and name.kind == FileKind.LOG and name.suffix == Suffix.NONE:
-                        logs.append((name.base_offset, item["Key"], int(item["Size"])))
-        except (ClientError, BotoCoreError) as err:
-            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 listing of {prefix} failed: {err}") from err
+        for page in self.objects.pages(prefix):
+            for item in page.get("Contents", ()):
+                if item["Key"] == wm_key:
+                    committed_up_to = self._committed_up_to(wm_key)
+                    continue
+                try:
+                    parsed = self.keyspace.parse(item["Key"])
+                except InvalidSegmentNameError:
+                    continue
+                name = parsed.segment
+                if name is not None and name.kind == FileKind.LOG and name.suffix == Suffix.NONE:
+                    logs.append((name.base_offset, item["Key"], int(item["Size"])))
         in_flight = [entry for entry in logs if entry[0] > committed_up_to]
         if in_flight:  # not served, never silently: named in the log (the next listing may serve them)
             log.log(
@@ -340,11 +288,8 @@ class ClusterReader(SegmentIndexes):
         return segments
 
     def _committed_up_to(self, wm_key: str) -> int:
-        """The base offset ``offset.wm`` names; a malformed one is corrupt remote data (502)."""
-        try:
-            return parse_offset_wm(self._get(wm_key), f"s3://{self.bucket}/{wm_key}")
-        except FormatError as err:
-            raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
+        """The base offset ``offset.wm`` names; a malformed one is corrupt remote data (502: ``errors.ANSWERS``)."""
+        return parse_offset_wm(self._get(wm_key), f"s3://{self.bucket}/{wm_key}")
 
     def _last_offset_of(self, key: str, base: int, size: int) -> int:
         return last_offset_in(self.offset_index(key, base), self.batch_headers(key, size), base, size)
@@ -376,7 +321,7 @@ class ClusterReader(SegmentIndexes):
         segment, gap = self.segment_for(topic, partition, offset)
         start = segment.first if gap is not None else offset  # first_offset: the batch holding it starts the plan
         range_bytes = range_bytes or self.settings.range_bytes
-        with planning_errors(segment.object_key, "registry"):
+        with about(segment.object_key):
             sparse = self._sparse_plan(segment, start, max_bytes, range_bytes)
             index = None if sparse is not None else self.batch_index(segment)
             if sparse is not None:
@@ -395,24 +340,23 @@ class ClusterReader(SegmentIndexes):
                     range_bytes=range_bytes,
                 )
         ttl = self.settings.presign_ttl_s
-        urls = [self.presign(segment.object_key, r, ttl) for r in ranges]
+        urls = [self.objects.presign(segment.object_key, r, ttl) for r in ranges]
         if sparse is not None and sparse[1] is not None:  # last: the load starts once this plan is made
             self._loads.submit(sparse[1], lambda: self.batch_index(segment))
         return Plan(segment, ranges, urls, int(time.time() * 1000) + ttl * 1000, gap)
 
-    def presign(self, key: str, byte_range: ByteRange, ttl_s: int) -> str:
-        """A SigV4 URL for one object and one byte range (Range is a signed header)."""
-        self.presigns += 1
-        request = AWSRequest(method="GET", url=f"{self._object_url_prefix}{quote(key, safe='/~')}", headers={"Range": byte_range.http_range})
-        S3SigV4QueryAuth(self._credentials(), "s3", self._region, expires=ttl_s).add_auth(request)
-        return request.url
-
-    def _credentials(self) -> Any:
-        """Current credentials (refreshed by botocore when they rotate)."""
-        return self.s3._request_signer._credentials.get_frozen_credentials()
-
     def read_range(self, key: str, byte_range: ByteRange) -> bytes:
         return self._get(key, byte_range.http_range)
+
+    def aborted_txns(self, topic: str, partition: int, segment: RemoteSegment | SegmentEntry) -> list[AbortedTxn]:
+        """The aborted transactions of the segment's ``.txnindex`` (``format.txn_index``), when the agent
+        uploaded one (cached); none for a segment without one (Kafka writes it only for segments that
+        received an ABORT marker). A corrupt file is a 502 corrupt_remote_data (``errors.ANSWERS``)."""
+        entry = segment if isinstance(segment, SegmentEntry) else self.registry.find(topic, partition, segment.first)
+        if entry is None or FileKind.TXNINDEX.value not in entry.files:
+            return []
+        key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value
+        return self.txn_indexes.get_or_load(key, lambda: txn_index.parse(self._get(key), name=key))
 
     # -- readiness -------------------------------------------------------------------------
     def check(self) -> dict[str, str]:
@@ -422,11 +366,7 @@ class ClusterReader(SegmentIndexes):
             status["redis"] = "ok"
         except redis.RedisError as err:
             status["redis"] = f"unavailable: {err}"
-        try:
-            self.s3.head_bucket(Bucket=self.bucket)
-            status["s3"] = "ok"
-        except (ClientError, BotoCoreError) as err:
-            status["s3"] = f"unavailable: {err}"
+        status["s3"] = self.objects.check()
         return status
 
 
@@ -442,43 +382,3 @@ def _before_coverage(topic: str, partition: int, offset: int, coverage: Coverage
         coverage_start_offset=coverage.offset,
         **extent,
     )
-
-
-@contextmanager
-def planning_errors(object_key: str, source: str) -> Iterator[None]:
-    """What planning a segment's ranges raises, as the gateway answers it: a format the reader does not know
-    is ``unsupported_format``; an offset the segment does not hold though its ``source`` (the registry, the
-    RSM's metadata) says it does, or any other bad byte, is ``corrupt_remote_data`` naming the object."""
-    try:
-        yield
-    except UnsupportedFormatError as err:
-        raise GatewayError(ErrorCode.UNSUPPORTED_FORMAT, str(err)) from err
-    except OffsetOutOfRangeError as err:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{object_key}: the {source} and the segment disagree: {err}") from err
-    except FormatError as err:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{object_key}: {err}") from err
-
-
-def _out_of_range(topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:
-    error = ErrorCode.OFFSET_NOT_REMOTE if offset > latest else ErrorCode.OFFSET_OUT_OF_RANGE
-    return GatewayError(
-        error,
-        f"offset {offset} of {topic}-{partition} is outside the remote range {earliest}..{latest}",
-        earliest_offset=earliest,
-        latest_offset=latest,
-    )
-
-
-def _check_content_range(key: str, byte_range: str, response: dict[str, Any]) -> None:
-    """A ranged GET must be answered 206 with the asked range (``Content-Range: bytes a-b/size``):
-    a server or proxy that ignored ``Range`` would otherwise make the gateway buffer a whole segment
-    and read the wrong bytes. Checked before the body is read; the body is then closed unread."""
-    asked = byte_range.removeprefix("bytes=")
-    got = response.get("ContentRange") or ""
-    if not got.startswith(f"bytes {asked}/"):
-        response["Body"].close()
-        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        raise GatewayError(
-            ErrorCode.CORRUPT_REMOTE_DATA,
-            f"S3 answered the ranged GET of {key} ({byte_range}) with HTTP {status} and Content-Range {got or 'absent'}: the range was not honoured",
-        )

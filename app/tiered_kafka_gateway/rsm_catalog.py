@@ -104,7 +104,7 @@ class Partitions:
     with the error their reads answer (the other partitions are served)."""
 
     by_partition: dict[tuple[str, int], list[RsmSegment]] = field(default_factory=dict)
-    failed: dict[tuple[str, int], GatewayError] = field(default_factory=dict)
+    failed: dict[tuple[str, int], TieredKafkaError] = field(default_factory=dict)
 
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -157,8 +157,8 @@ class ListingCatalog:
             newest_id = max(by_id, key=lambda topic_id: max(s.modified_ms for s in by_id[topic_id]))
             try:
                 described = [self._describe_listed(s) for s in by_id[newest_id]]
-            except GatewayError as err:  # this partition only: its reads answer the error, the others are served
-                log.warning("%s-%d of s3://%s/%s cannot be listed: %s", tp[0], tp[1], self.bucket, self.prefix, err.message)
+            except TieredKafkaError as err:  # this partition only: its reads answer the error, the others are served
+                log.warning("%s-%d of s3://%s/%s cannot be listed: %s", tp[0], tp[1], self.bucket, self.prefix, err)
                 out.failed[tp] = err
                 continue
             out.by_partition[tp] = resolve_lineage(described)
@@ -267,7 +267,7 @@ class MetadataCatalog:
             self._reset()
             if isinstance(err, KafkaException):
                 raise GatewayError(ErrorCode.KAFKA_UNAVAILABLE, f"reading {self.topic} failed: {err}") from err
-            if isinstance(err, TieredKafkaError):
+            if isinstance(err, TieredKafkaError) and not isinstance(err, GatewayError):  # a record that does not decode
                 raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"a record of {self.topic} is not Kafka's RemoteLogMetadata: {err}") from err
             raise
         if self._live.problem_count > self._problems_logged:

@@ -41,9 +41,11 @@ No coverage starts. read_committed uses the ``.txnindex`` held in ``.indexes`` a
 offset comes from the last live segment's producer snapshot, also in ``.indexes``, by the rule of agent
 clusters (``last_stable_offset``).
 
-This class subclasses ``ClusterReader`` only to share its S3 plumbing (``ClusterReader._init_s3``;
-``_get``: counted, ranged, errors mapped; ``presign``); its ``__init__`` replaces the parent's (no
-Redis), and it overrides every method the routes call.
+``RsmClusterReader`` is a ``sources.ClusterSource`` beside ``remote.ClusterReader``, not derived from
+it: both read S3 through an injected ``s3_objects.S3Objects`` (counted, ranged GETs; presigning).
+The rsm package's exceptions are not translated here: ``errors.ANSWERS`` answers them
+(``RsmDecryptionError``: 502 ``rsm_decryption_failed``; any other ``FormatError``: 502
+``corrupt_remote_data``), and ``errors.about`` names the object in the message.
 """
 
 from __future__ import annotations
@@ -52,26 +54,26 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from tiered_kafka.errors import FormatError, RsmDecryptionError
-from tiered_kafka.format import producer_snapshot
+from tiered_kafka.errors import FormatError, RsmDecryptionError, TieredKafkaError
+from tiered_kafka.format import producer_snapshot, txn_index
 from tiered_kafka.format.producer_state import ProducerStateManager
 from tiered_kafka.format.offset_index import OffsetIndex
 from tiered_kafka.format.time_index import TimeIndex
+from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.read_plan import BatchHeaders, ByteRange, plan_ranges
 from tiered_kafka.registry import CoverageStart, Gap, PartitionInfo, SegmentEntry
 from tiered_kafka.rsm.keys import RsmSegmentKey, parse_key
 from tiered_kafka.transactions import NO_OPEN_TXN, OPEN_TXN_UNKNOWN, remote_last_stable_offset
 from tiered_kafka_gateway.caches import LRU, RemoteSegment
-from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings, RsmSettings
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about
 from tiered_kafka_gateway.models import ChunkedRange
-from tiered_kafka_gateway.remote import ClusterReader, Plan, _out_of_range, planning_errors
+from tiered_kafka_gateway.plans import Plan, out_of_range
 from tiered_kafka_gateway.rsm_catalog import UNKNOWN, ListingCatalog, MetadataCatalog, RsmSegment
 from tiered_kafka_gateway.rsm_clipping import ending_with
+from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import last_offset_in
 from tiered_kafka_gateway import rsm_urls
 
@@ -80,35 +82,13 @@ log = logging.getLogger(__name__)
 NO_TIMESTAMP_BOUND = 2**63 - 1  # a segment whose max timestamp is unknown is never skipped by offsets-for-time
 
 
-def rsm_errors(where: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Map the rsm package's errors to the gateway's codes (module docstring)."""
-
-    def wrap(call: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return call(*args, **kwargs)
-            except RsmDecryptionError as err:
-                raise GatewayError(ErrorCode.RSM_DECRYPTION_FAILED, f"{where}: {err}") from err
-            except FormatError as err:
-                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{where}: {err}") from err
-
-        return run
-
-    return wrap
+T = TypeVar("T")
 
 
-def _guard(where: str, call: Callable[[], Any]) -> Any:
-    return rsm_errors(where)(call)()
-
-
-class _RegistryView:
-    """What ``records.aborted_txns`` asks of a registry (``find``), answered from the live segments."""
-
-    def __init__(self, reader: RsmClusterReader) -> None:
-        self._reader = reader
-
-    def find(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
-        return next((_entry(topic, partition, s) for s in self._reader._live(topic, partition) if s.first <= offset <= s.last), None)
+def _named(where: str, call: Callable[[], T]) -> T:
+    """``call()``, a core exception escaping it named after ``where`` (``errors.about``)."""
+    with about(where):
+        return call()
 
 
 class _DescribeOnly:
@@ -118,18 +98,19 @@ class _DescribeOnly:
         return bytes(32)
 
 
-class RsmClusterReader(ClusterReader):
-    def __init__(self, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> None:  # noqa: super().__init__ builds Redis
+class RsmClusterReader(CountsS3):
+    """A ``sources.ClusterSource`` over a KIP-405 bucket (module docstring)."""
+
+    def __init__(self, name: str, settings: GatewaySettings, *, rsm: RsmSettings, objects: S3Objects, bootstrap_servers: str | None = None) -> None:
         from tiered_kafka.rsm.keyring import KeyRing
 
-        rsm = cluster.rsm
-        if rsm is None:
-            raise ValueError(f"cluster {name} is not of kind kip405")
         self.name = name
         self.settings = settings
-        self._init_s3(rsm.s3_location(), rsm.bucket, settings)
+        self.objects = objects
+        self.s3 = objects.client
+        self.bucket = objects.bucket
         self.prefix = rsm.key_prefix
-        self.bootstrap_servers = cluster.bootstrap_servers
+        self.bootstrap_servers = bootstrap_servers
         self.key_ring = KeyRing.from_pem({k: v.get_secret_value().encode() for k, v in rsm.key_ring.items()}) if rsm.key_ring else None
         self._url_secret = settings.rsm_url_secret.get_secret_value().encode() if settings.rsm_url_secret is not None else None
         cache = settings.cache
@@ -143,19 +124,24 @@ class RsmClusterReader(ClusterReader):
         self.chunks: LRU[tuple[str, int], bytes] = LRU("rsm_chunk", cache.rsm_chunk_bytes, len)  # (log key, chunk id) -> original bytes
         # (topic, partition) -> Kafka's log start offset, None when Kafka could not say (module docstring)
         self._log_starts: LRU[tuple[str, int], int | None] = LRU("rsm_log_start", cache.segment_bytes // 4, lambda found: 64, ttl_s=cache.listing_ttl_s)
-        self.registry = _RegistryView(self)  # type: ignore[assignment]
         ttl = cache.listing_ttl_s
-        if cluster.bootstrap_servers:
-            self.catalog: ListingCatalog | MetadataCatalog = MetadataCatalog(
-                cluster.bootstrap_servers, rsm.metadata_topic, self.prefix, ttl, settings.kafka.timeout_s
-            )
+        if bootstrap_servers:
+            self.catalog: ListingCatalog | MetadataCatalog = MetadataCatalog(bootstrap_servers, rsm.metadata_topic, self.prefix, ttl, settings.kafka.timeout_s)
         else:
             self.catalog = ListingCatalog(self.s3, self.bucket, self.prefix, ttl, self._describe)
+
+    @classmethod
+    def connect(cls, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> RsmClusterReader:
+        """The reader of a kind "kip405" cluster with its S3 client connected (``sources.build_source``)."""
+        rsm = cluster.rsm
+        if rsm is None:
+            raise ValueError(f"cluster {name} is not of kind kip405")
+        return cls(name, settings, rsm=rsm, objects=S3Objects.connect(rsm.s3_location(), rsm.bucket, settings), bootstrap_servers=cluster.bootstrap_servers)
 
     def close(self) -> None:
         if isinstance(self.catalog, MetadataCatalog):
             self.catalog.close()
-        self.s3.close()
+        self.objects.close()
 
     def wait_for_background_loads(self, timeout_s: float = 30.0) -> bool:
         return True
@@ -165,19 +151,16 @@ class RsmClusterReader(ClusterReader):
         return [self.manifests, self.indexes, self.headers, self.txn_indexes, self._last_offsets, self._described, self._open_txns,
                 self.chunks, self._log_starts]
 
-    def _registry(self, call: Callable[[], Any]) -> Any:
-        return call()
-
     # -- manifests, indexes, original bytes ------------------------------------------------------
     def manifest(self, key: RsmSegmentKey) -> Any:
         """The segment's parsed ``.rsm-manifest`` (data key unwrapped with the key ring), cached."""
         from tiered_kafka.rsm.manifest import parse_manifest
 
         manifest_key = key.object_key("rsm-manifest")
-        return self.manifests.get_or_load(manifest_key, lambda: _guard(manifest_key, lambda: parse_manifest(self._get(manifest_key), self.key_ring)))
+        return self.manifests.get_or_load(manifest_key, lambda: _named(manifest_key, lambda: parse_manifest(self._get(manifest_key), self.key_ring)))
 
     def _manifest_of_log(self, log_key: str) -> tuple[RsmSegmentKey, Any]:
-        key, _ = _guard(log_key, lambda: parse_key(log_key, self.prefix))
+        key, _ = _named(log_key, lambda: parse_key(log_key, self.prefix))
         return key, self.manifest(key)
 
     def _index_bytes(self, key: RsmSegmentKey, manifest: Any, name: str) -> bytes:
@@ -190,18 +173,18 @@ class RsmClusterReader(ClusterReader):
         if entry is None or entry.size == 0:
             return b""
         data = self._get(indexes_key, f"bytes={entry.position}-{entry.end - 1}")
-        return _guard(indexes_key, lambda: index_bytes(data, manifest, name, base=entry.position, what=indexes_key)) or b""
+        return _named(indexes_key, lambda: index_bytes(data, manifest, name, base=entry.position, what=indexes_key)) or b""
 
     def _offset_index(self, key: RsmSegmentKey, manifest: Any) -> OffsetIndex:
         cache_key = key.object_key("indexes") + "#offset"
         return self.indexes.get_or_load(  # type: ignore[return-value]
-            cache_key, lambda: _guard(cache_key, lambda: OffsetIndex.from_bytes(self._index_bytes(key, manifest, "offset"), key.start_offset, name=cache_key))
+            cache_key, lambda: _named(cache_key, lambda: OffsetIndex.from_bytes(self._index_bytes(key, manifest, "offset"), key.start_offset, name=cache_key))
         )
 
     def _time_index(self, key: RsmSegmentKey, manifest: Any) -> TimeIndex:
         cache_key = key.object_key("indexes") + "#timestamp"
         return self.indexes.get_or_load(  # type: ignore[return-value]
-            cache_key, lambda: _guard(cache_key, lambda: TimeIndex.from_bytes(self._index_bytes(key, manifest, "timestamp"), key.start_offset, name=cache_key))
+            cache_key, lambda: _named(cache_key, lambda: TimeIndex.from_bytes(self._index_bytes(key, manifest, "timestamp"), key.start_offset, name=cache_key))
         )
 
     def read_original(self, log_key: str, start: int, end: int) -> bytes:
@@ -220,7 +203,7 @@ class RsmClusterReader(ClusterReader):
             def fetch(run: list[Any]) -> bytes:
                 first, last = run[0].transformed_position, run[-1].transformed_end
                 raw = self._get(log_key, f"bytes={first}-{last - 1}")
-                return _guard(log_key, lambda: detransform_range(  # type: ignore[no-any-return]
+                return _named(log_key, lambda: detransform_range(  # type: ignore[no-any-return]
                     raw, run, compression=manifest.compression, encryption=manifest.encryption,
                     start=run[0].original_position, end=run[-1].original_end,
                 ))
@@ -238,6 +221,17 @@ class RsmClusterReader(ClusterReader):
     def read_range(self, key: str, byte_range: ByteRange) -> bytes:
         return self.read_original(key, byte_range.start, byte_range.end)
 
+    def original_size(self, log_key: str) -> int:
+        """The size of the segment's original ``.log`` (its manifest's chunk index)."""
+        return self._manifest_of_log(log_key)[1].chunk_index.original_file_size  # type: ignore[no-any-return]
+
+    def is_one_batch(self, log_key: str, size: int, start: int, end: int) -> bool:
+        """Whether original bytes [start, end) of the segment are exactly one record batch (its header's size)."""
+        try:
+            return self._headers(log_key, size).at(start).size == end - start
+        except FormatError:  # start is not a batch boundary
+            return False
+
     def _scan_last(self, segment: RsmSegment, size: int) -> int:
         """The last offset of a listed segment whose manifest names none (an RSM before
         ``remoteLogSegmentMetadata``) and that no later segment bounds: read from its indexes and batches."""
@@ -250,11 +244,18 @@ class RsmClusterReader(ClusterReader):
         )
 
     def _get(self, key: str, byte_range: str | None = None) -> bytes:
-        """S3 GETs; a ``.txnindex`` key (``records.aborted_txns``) is the transaction index inside ``.indexes``."""
-        if key.endswith(".txnindex"):
-            segment, manifest = self._manifest_of_log(key[: -len("txnindex")] + "log")
-            return self._index_bytes(segment, manifest, "transaction")
-        return super()._get(key, byte_range)
+        return self.objects.get(key, byte_range)
+
+    def aborted_txns(self, topic: str, partition: int, segment: RemoteSegment | SegmentEntry) -> list[AbortedTxn]:
+        """The segment's aborted transactions: the transaction index inside ``.indexes`` (none when it has
+        none), cached under the name of the ``.txnindex`` Kafka would have uploaded."""
+        name = segment.object_key[: -len("log")] + "txnindex"
+
+        def load() -> list[AbortedTxn]:
+            key, manifest = self._manifest_of_log(segment.object_key)
+            return txn_index.parse(self._index_bytes(key, manifest, "transaction"), name=name)
+
+        return self.txn_indexes.get_or_load(name, load)
 
     # -- segments -------------------------------------------------------------------------------
     def _describe(self, key: RsmSegmentKey) -> RsmSegment:
@@ -267,7 +268,7 @@ class RsmClusterReader(ClusterReader):
         from tiered_kafka.rsm.manifest import parse_manifest
 
         manifest_key = key.object_key("rsm-manifest")
-        manifest = _guard(manifest_key, lambda: parse_manifest(self._get(manifest_key), _DescribeOnly()))  # type: ignore[arg-type]
+        manifest = _named(manifest_key, lambda: parse_manifest(self._get(manifest_key), _DescribeOnly()))  # type: ignore[arg-type]
         size = manifest.chunk_index.original_file_size
         meta = manifest.segment_metadata
         if meta is None:
@@ -346,10 +347,8 @@ class RsmClusterReader(ClusterReader):
         last = live[-1]
         try:
             open_first = self._open_txns.get_or_load(last.log_key, lambda: self._open_txn_first_offset(last))
-        except GatewayError as err:  # the key ring lacks the segment's key: its extent is still answered, its reads fail
-            if err.error is not ErrorCode.RSM_DECRYPTION_FAILED:
-                raise
-            log.warning("%s-%d: the remote last stable offset is unknown: %s", topic, partition, err.message)
+        except RsmDecryptionError as err:  # the key ring lacks the segment's key: its extent is still answered, its reads fail
+            log.warning("%s-%d: the remote last stable offset is unknown: %s", topic, partition, err)
             return None
         return remote_last_stable_offset(last.last, open_first)
 
@@ -386,15 +385,15 @@ class RsmClusterReader(ClusterReader):
             raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {self.name} ({self.catalog.source})")
         earliest, latest = live[0].first, live[-1].last
         if not earliest <= offset <= latest:
-            raise _out_of_range(topic, partition, offset, earliest, latest)
+            raise out_of_range(topic, partition, offset, earliest, latest)
         for i, s in enumerate(live):
             if s.first <= offset <= s.last:
                 return s, None
             if offset < s.first:
                 return s, Gap(live[i - 1].last + 1, s.first - 1, "no live remote segment holds these offsets", 0)
-        raise _out_of_range(topic, partition, offset, earliest, latest)  # unreachable: the bounds were checked
+        raise out_of_range(topic, partition, offset, earliest, latest)  # unreachable: the bounds were checked
 
-    def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:  # type: ignore[override]
+    def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:
         segment, gap = self._holding(topic, partition, offset)
         return _remote(segment), gap
 
@@ -422,7 +421,7 @@ class RsmClusterReader(ClusterReader):
         segment = _remote(served)
         start = served.first if gap is not None else offset
         key, manifest = self._manifest_of_log(segment.object_key)
-        with planning_errors(segment.object_key, "metadata"):
+        with about(segment.object_key):
             index: Any = self._offset_index(key, manifest)
             headers: Any = self._headers(segment.object_key, segment.size)
             last = served.last_offset
@@ -448,29 +447,24 @@ class RsmClusterReader(ClusterReader):
             for r in ranges:
                 chunks = manifest.chunk_index.chunks_for(r.start, r.end)
                 wire = ByteRange(chunks[0].transformed_position, chunks[-1].transformed_position + chunks[-1].transformed_size, r.first_offset, r.last_offset)
-                urls.append(self.presign(segment.object_key, wire, ttl))
+                urls.append(self.objects.presign(segment.object_key, wire, ttl))
                 transformed.append(ChunkedRange(
                     compression="zstd", fetch_start=wire.start, fetch_end=wire.end, range_header=wire.http_range,
                     chunk_sizes=[c.transformed_size for c in chunks], original_chunk_sizes=[c.original_size for c in chunks],
                     original_start=chunks[0].original_position,
                 ))
         else:
-            urls = [self.presign(segment.object_key, r, ttl) for r in ranges]
+            urls = [self.objects.presign(segment.object_key, r, ttl) for r in ranges]
         return Plan(segment, ranges, urls, int(time.time() * 1000) + ttl * 1000, gap, transformed)
 
     # -- readiness ------------------------------------------------------------------------------
     def check(self) -> dict[str, str]:
-        status = {}
-        try:
-            self.s3.head_bucket(Bucket=self.bucket)
-            status["s3"] = "ok"
-        except (ClientError, BotoCoreError) as err:
-            status["s3"] = f"unavailable: {err}"
+        status = {"s3": self.objects.check()}
         try:  # the live segment list can be had (__remote_log_metadata read, or the manifests listed)
             self.catalog.partitions()
             status["segments"] = "ok"
-        except GatewayError as err:
-            status["segments"] = f"unavailable ({self.catalog.source}): {err.message}"
+        except TieredKafkaError as err:
+            status["segments"] = f"unavailable ({self.catalog.source}): {err}"
         return status
 
 
@@ -480,17 +474,10 @@ def _remote(s: RsmSegment) -> RemoteSegment:
 
 
 def _entry(topic: str, partition: int, s: RsmSegment) -> SegmentEntry:
-    """A served segment as a registry entry (offsets by time, ``records.aborted_txns``). ``files`` always
-    names a ``.txnindex``: ``_get`` answers it from ``.indexes``, empty when the segment has none."""
+    """A served segment as a registry entry (offsets by time). ``files`` always names a ``.txnindex``:
+    ``aborted_txns`` reads it from ``.indexes``, empty when the segment has none."""
     return SegmentEntry(
         topic=topic, partition=partition, base_offset=s.base_offset, last_offset=s.last, object_key=s.log_key, size=s.size,
         record_count=0, min_timestamp=-1, max_timestamp=s.max_timestamp if s.max_timestamp >= 0 else NO_TIMESTAMP_BOUND,
         checksum="none:rsm", leader_epoch=max(s.max_epoch, -1), upload_time_ms=0, files=("log", "txnindex"), first_offset=s.first,
     )
-
-
-def reader_for(name: str, cluster: ClusterSettings, settings: GatewaySettings) -> ClusterReader:
-    """The reader of a cluster by its ``kind`` (``config``): our agent's layout, or a KIP-405 RSM bucket."""
-    if cluster.kind == "kip405":
-        return RsmClusterReader(name, cluster, settings)
-    return ClusterReader(name, cluster, settings)

@@ -2,7 +2,7 @@
 the batch index and the sparse plan index, each loaded once and cached (bounded by bytes).
 
 ``SegmentIndexes`` is a part of ``remote.ClusterReader`` (its mixin): it needs the reader's
-``_get`` (one counted S3 GET) and caches. The rules for choosing among them live in
+``_get`` (one counted S3 GET: ``s3_objects``) and caches. The rules for choosing among them live in
 ``remote`` (the module docstring there); this module only loads and checks.
 """
 
@@ -125,7 +125,5 @@ def last_offset_in(index: OffsetIndex, headers: BatchHeaders, base_offset: int, 
 
 
 def _parse(parser: Callable[..., Any], data: bytes, base: int, key: str) -> Any:
-    try:
-        return parser(data, base, name=key)
-    except CorruptIndexError as err:
-        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, str(err)) from err
+    """``parser`` over an index object's bytes (a ``CorruptIndexError`` naming ``key`` is a 502: ``errors.ANSWERS``)."""
+    return parser(data, base, name=key)

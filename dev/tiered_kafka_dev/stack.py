@@ -14,7 +14,8 @@ What it does today:
    landed in S3 and Redis;
 6. starts the gateway (uvicorn, in-process) and reads through it as a client in any language
    would: a read plan whose first range is fetched through its presigned URL and decoded, and
-   JSON records in REMOTE_PREFERRED mode, from remote storage and then from Kafka;
+   JSON records in REMOTE_PREFERRED mode, from remote storage and then from Kafka; prints the URL
+   of its coverage page (``/ui/``: remote segments, gaps and Kafka's range of every partition);
 7. moves the broker's log start of partition 0 forward (DeleteRecords, as retention would) and
    reads the whole topic with the SDK's ``TieredConsumer`` in each of the four modes, printing per
    partition how many records came from remote storage and how many from Kafka;
@@ -392,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
             gateway = GatewayServer(gateway_settings(redis_server, s3, bucket, bootstrap), free_ports(1)[0])
             stages["gateway"].callback(gateway.stop)
             print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/docs)")
+            from tiered_kafka_gateway.ui import UI_PREFIX  # the gateway's modules load with the gateway (GatewayServer)
+
+            print(f"Coverage   {gateway.url}{UI_PREFIX}/  (the operator's view: remote segments, gaps and Kafka's range per partition)")
             exports["TIERED_KAFKA_GATEWAY_URL"] = gateway.url
             read_through_gateway(gateway.url, entries, args.records // 2)
             print()

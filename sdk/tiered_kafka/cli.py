@@ -64,7 +64,7 @@ from tiered_kafka.remote_read import visible_until
 STALL_CHECK_S = 1.0
 
 
-class Refused(Exception):
+class Refused(TieredKafkaError):
     """Nothing (more) of what was asked can be read: the message says why (exit status 1)."""
 
 

@@ -39,15 +39,11 @@ only read for their markers (``CommittedFilter.look_ahead``), as the consumer an
 did.
 
 **The end of a read** (``finish_read``, one per partition read, or per Spark slice): while the rule
-holds an open transaction, the read *reads on* for markers only (``read_on_for_markers``: plans of
-``LOOKAHEAD_BYTES`` from one past the last offset read, batches decoded without their records), so
-a bound never changes a fate. How far: with the remote last stable offset known, every
-transaction the filter still holds began below it, so remote storage holds its marker (none is
-open at its end) and the look-ahead stops at that marker; it may lie past the stable end (a
-transaction that began below it can end after a later one began), so the stable end does not
-bound the look-ahead. With the stable end unknown it reads at most ``LOOKAHEAD_MAX_BYTES`` (the
-gateway's default ``max_bytes_limit``, as its records endpoint does). Remote storage ending first
-leaves what is open undecided. Then ``ColumnarSelector.finish``; what is still held is logged as
+holds an open transaction, the read *reads on* for markers only from one past the last offset read
+(``tiered_kafka.read_on``: its walk and its budget rule, for a reader whose end is fixed: until
+decided with the remote last stable offset known, so a bound never changes a fate; at most
+``LOOKAHEAD_MAX_BYTES`` with it unknown). Remote storage ending first leaves what is open undecided.
+Then ``ColumnarSelector.finish``; what is still held is logged as
 one warning naming the offset where read_committed stopped (the remote analogue of Kafka's LSO)
 and how many records are held back.
 """
@@ -66,7 +62,9 @@ import pyarrow.compute as pc
 from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError
 from tiered_kafka.format.record_batch import ControlRecordType, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.remote_read import check_planned_range, decode_batch, fetch_range
+from tiered_kafka import read_on
+from tiered_kafka.read_on import LOOKAHEAD_BYTES, LOOKAHEAD_MAX_BYTES, Step, read_on_budget
+from tiered_kafka.remote_read import DecodedBatch, check_planned_range, decode_batch, fetch_range
 from tiered_kafka.transactions import CommittedFilter, Fate
 
 if TYPE_CHECKING:
@@ -78,10 +76,6 @@ log = logging.getLogger(__name__)
 DELIVER, ABORTED, UNDECIDED, OUTSIDE, PENDING = 0, 1, 2, 3, 4
 _SKIPPED_NAMES = pa.array([None, "aborted", "undecided", None, None], pa.string())
 _FATE_REASON = {Fate.DELIVER: DELIVER, Fate.ABORTED: ABORTED, Fate.UNDECIDED: UNDECIDED}
-#: plans of the marker look-ahead
-LOOKAHEAD_BYTES = 4 * 1024 * 1024
-#: read_committed with the stable end unknown: how far a read reads on for markers at most (module doc)
-LOOKAHEAD_MAX_BYTES = 64 * 1024 * 1024
 
 
 def decode_columnar_impl() -> Any:
@@ -339,42 +333,37 @@ def _control_rows(schema: pa.Schema, ranges: list[tuple[int, int]]) -> pa.Record
 def read_on_for_markers(
     client: GatewayClient, topic: str, partition: int, offset: int, selector: ColumnarSelector, *, max_bytes: int | None, plan_bytes: int = LOOKAHEAD_BYTES
 ) -> None:
-    """Read on from ``offset`` for markers only while the selector's rule holds an open transaction.
-
-    ``max_bytes``: how much to read at most (None: until every held transaction is decided, for a
-    read whose stable end is known: their markers are then in remote storage). Remote storage
-    ending first leaves what is open undecided."""
+    """Read on from ``offset`` for markers only while the selector's rule holds an open transaction
+    (``read_on.read_on_for_markers``: its walk and budget; ``max_bytes`` None: until decided).
+    Remote storage ending first leaves what is open undecided."""
     rule = selector.committed
-    budget = max_bytes
-    while rule is not None and rule.undecided and (budget is None or budget > 0):
+    if rule is None or not rule.undecided:
+        return
+
+    def plan(at: int, ask: int) -> Step[PlannedRange] | None:
         try:
-            plan = client.plan(topic, partition, offset, plan_bytes if budget is None else min(budget, plan_bytes))
+            found = client.plan(topic, partition, at, ask)
         except OffsetNotRemoteError as err:
             if err.past_the_end:
-                return  # remote storage ends: what is open stays undecided
+                return None  # remote storage ends: what is open stays undecided
             raise
-        for planned in plan.ranges:
-            data = fetch_range(client, topic, partition, planned)
-            if budget is not None:
-                budget -= len(data)
-            for batch in iter_batches(data, position=planned.start):
-                selector.look_ahead(decode_batch(batch, with_records=False))
-            if not rule.undecided:
-                return
-        if plan.next_offset <= offset:
-            return
-        offset = plan.next_offset
+        return Step(found.ranges, found.next_offset)
+
+    def read(planned: PlannedRange) -> Iterable[DecodedBatch]:
+        data = fetch_range(client, topic, partition, planned)
+        return (decode_batch(batch, with_records=False) for batch in iter_batches(data, position=planned.start))
+
+    read_on.read_on_for_markers(rule, offset, plan, read, budget=max_bytes, plan_bytes=plan_bytes, look_ahead=selector.look_ahead)
 
 
 def finish_read(client: GatewayClient, topic: str, partition: int, selector: ColumnarSelector) -> list[pa.RecordBatch]:
     """End of a read of ``topic``-``partition`` (module doc): read on for markers while the rule
-    holds an open transaction (unbounded with the stable end known, else ``LOOKAHEAD_MAX_BYTES``),
+    holds an open transaction (``read_on.read_on_budget``: unbounded with the stable end known, else ``LOOKAHEAD_MAX_BYTES``),
     then ``selector.finish()``; what is held back (``selector.undecided_records`` from
     ``selector.first_undecided``) is logged once, as a warning. The remaining rows are returned."""
     rule = selector.committed
     if rule is not None and rule.undecided:
-        read_on_for_markers(client, topic, partition, selector.next_offset, selector,
-                            max_bytes=None if rule.stable_end is not None else LOOKAHEAD_MAX_BYTES)
+        read_on_for_markers(client, topic, partition, selector.next_offset, selector, max_bytes=read_on_budget(rule.stable_end, resumable=False))
     out = selector.finish()
     if selector.undecided_records and selector.first_undecided is not None:
         log.warning(

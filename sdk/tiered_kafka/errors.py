@@ -1,6 +1,9 @@
-"""Exceptions raised by the tiered-kafka SDK and its shared core.
+"""Exceptions of tiered-kafka: the SDK, the agent and the gateway, under one root.
 
-One root, so callers can catch everything of ours in one clause::
+One root, so callers can catch everything of ours in one clause. The whole tree, with the module
+of each class defined outside this one in brackets (a unit test, tests/unit/sdk/test_error_tree.py,
+walks every module and fails when a class is missing here, sits under another parent, or does not
+derive from ``TieredKafkaError``)::
 
     TieredKafkaError
     ├── FormatError                 bytes on disk or from S3 do not follow Kafka's format
@@ -12,6 +15,7 @@ One root, so callers can catch everything of ours in one clause::
     │   └── RsmFormatError          an Aiven RSM object (key, manifest, chunk index, metadata record) is malformed
     │       └── RsmDecryptionError  an RSM chunk or data key does not decrypt (wrong key, tampered tag, truncated)
     ├── UnsupportedCodecError       a batch uses a compression codec we cannot decode
+    ├── UnsupportedFormatError      [format.batch_index] batches not magic 2: no batch index, no plan from headers
     ├── LogWriteError               the log.dir writer refused an append (offsets, sizes, ...)
     │   └── AppendRefusedError      refused by one of Kafka's append rules; names Kafka's error
     ├── OffsetOutOfRangeError       an offset below the log start offset or past the log end
@@ -19,13 +23,51 @@ One root, so callers can catch everything of ours in one clause::
     ├── RemoteReadError             reading through the gateway or a presigned URL failed
     │   ├── GatewayRequestError     the gateway answered an error (status, stable code, message)
     │   │   └── TopicAuthorizationError  403 topic_authorization_failed (Kafka's TOPIC_AUTHORIZATION_FAILED)
-    │   ├── PresignedUrlError       S3 refused a presigned GET (expired or invalid signature)
-    │   └── RemoteGapError          remote storage lacks an offset range (recorded gap)
-    └── ConfigError                 a configuration value is invalid
+    │   ├── PresignedUrlError       S3 refused a presigned GET (expired or invalid signature): re-plan
+    │   ├── TransientReadError      S3 answered 5xx/429 or a short body to a presigned GET (retriable)
+    │   ├── RemoteGapError          remote storage lacks an offset range (recorded gap)
+    │   ├── KafkaReadError          a hybrid read could not read Kafka's part exactly
+    │   │   ├── KafkaMetadataError  ListOffsets failed
+    │   │   └── KafkaDataLossError  offsets in neither Kafka nor remote storage (also OffsetOutOfRangeError)
+    │   └── StreamDataLossError     [spark.stream_planning] a micro-batch cannot read what its offsets name
+    ├── ConfigError                 a configuration value is invalid
+    │   ├── OptionError             [spark.options] a data source option (also ValueError)
+    │   ├── StreamOffsetError       [spark.stream_planning] a stream offset's JSON (also ValueError)
+    │   └── ConditionalWritesUnsupportedError  [tiered_kafka_agent.conditional_writes] S3 ignores If-None-Match
+    ├── RegistryError               [registry._errors] the Redis registry (its docstring has the details)
+    │   ├── RegistryUnavailableError    [registry._errors] Redis unreachable or "try again" (retriable; also ConnectionError)
+    │   ├── RegistryValueError      [registry._errors] a value handed to the registry (also ValueError)
+    │   ├── MalformedRegistryDataError  [registry._errors] what Redis holds does not follow the layout
+    │   ├── SegmentOverlapError     [registry._errors] a new segment overlaps a registered one
+    │   └── RegistryConflictError   [registry._errors] a base offset registered with other content
+    ├── BackfillCheckError          [spark.backfill] the Parquet written differs from the registry
+    ├── Refused                     [cli] nothing (more) of what the CLI was asked can be read (exit 1)
+    ├── GatewayError                [tiered_kafka_gateway.errors] an answer the gateway decides (its ErrorCode)
+    └── AgentError                  [tiered_kafka_agent.errors] the agent's own work failed
+        ├── LeadershipError         [tiered_kafka_agent.leadership.watcher] no initial leadership view (retriable)
+        ├── AuditError              [tiered_kafka_agent.audit] the audit could not be carried out
+        ├── LocalSegmentError       [tiered_kafka_agent.errors] a broker's segment cannot be read as the upload needs
+        │   ├── SegmentGoneError    [tiered_kafka_agent.local_segments] retention deleted it before it was read
+        │   ├── SegmentNotReadyError    [tiered_kafka_agent.local_segments] indexes not trimmed yet
+        │   └── TailUnavailableError    [tiered_kafka_agent.segment_tail] no batch index, or no batch at the offset
+        ├── RemoteObjectError       [tiered_kafka_agent.errors] an S3 object is not what the upload expects
+        │   ├── MetadataError       [tiered_kafka_agent.remote_store] a .log object's tk-* metadata is malformed
+        │   ├── ObjectKeyTakenError [tiered_kafka_agent.remote_store] the key holds another leader's bytes
+        │   └── ObjectKeyBusyError  [tiered_kafka_agent.two_leaders] the key holds an upload in flight
+        └── ReplicaDivergedError    [tiered_kafka_agent.two_leaders] registering would splice two histories
 
 Corrupt local or remote bytes get their own classes (never a Kafka broker error code),
 and each carries the context needed to find the bad bytes: file position, batch offset,
-path or object key. ``retriable`` tells retry loops whether trying again can help.
+path or object key.
+
+``retriable`` tells retry loops whether sending the same request again can help: it is what
+``tiered_kafka.retry`` (the one retry policy) reads for our own exceptions. The agent's
+``SegmentNotReadyError`` and ``ObjectKeyBusyError`` are not retriable in that sense: the uploader's
+next pass looks at the partition afresh. ``PresignedUrlError`` is not either: the same URL cannot
+succeed, the caller re-plans. Exceptions that never leave their module are not part of the tree:
+those named with a leading underscore, and those of a private module no public one exports (a
+parser's or a listing's control flow; the C decoder's ``LegacyMagic``, which sends its callers to
+the Python path for a magic 0/1 batch).
 """
 
 from __future__ import annotations
@@ -132,20 +174,48 @@ class RemoteReadError(TieredKafkaError):
     """A read through the gateway or a presigned S3 URL failed (after the configured retries)."""
 
 
+#: HTTP answers a later attempt may get right: rate limited, or no (live) server behind a proxy
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+#: codes of the gateway's error envelope that trying again cannot fix, whatever their status: a bug,
+#: bytes in S3 that are not Kafka's, a KIP-405 chunk or key that does not decrypt
+PERMANENT_CODES = frozenset({"internal_error", "corrupt_remote_data", "rsm_decryption_failed"})
+
+
+def transient_answer(status: int, code: str | None) -> bool:
+    """Whether a gateway answer with ``status`` and envelope ``code`` (None: not the gateway's
+    envelope, e.g. a load balancer's page) is worth asking again: 429, 502, 503 or 504, unless the
+    code is one of ``PERMANENT_CODES``. A 500 (a bug), every 4xx and every other status are final.
+
+    >>> transient_answer(503, "registry_unavailable"), transient_answer(502, None), transient_answer(502, "corrupt_remote_data")
+    (True, True, False)
+    >>> transient_answer(500, "internal_error"), transient_answer(404, None)
+    (False, False)
+    """
+    return status in TRANSIENT_STATUSES and code not in PERMANENT_CODES
+
+
 class GatewayRequestError(RemoteReadError):
-    """The gateway answered an error: HTTP ``status``, its stable ``code`` and ``message``."""
+    """The gateway answered an error: HTTP ``status``, its stable ``code`` and ``message``;
+    ``retriable`` by ``transient_answer``."""
 
     def __init__(self, message: str, *, status: int, code: str, details: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.details = details or {}
-        self.retriable = status >= 500 or status == 429
+        self.retriable = transient_answer(status, code)
 
 
 class PresignedUrlError(RemoteReadError):
     """S3 refused a presigned GET: 403 (the URL expired or its signature is not accepted) or 404
-    (the object was removed after it was planned)."""
+    (the object was removed after it was planned). Not ``retriable``: the same URL cannot succeed;
+    the caller asks the gateway for a new plan."""
+
+
+class TransientReadError(RemoteReadError):
+    """A presigned GET failed in a way a later attempt may not: S3 answered 5xx or 429, or sent
+    fewer bytes than the range. Retried by the gateway client, which raises ``RemoteReadError``
+    when its attempts are spent."""
 
     retriable = True
 

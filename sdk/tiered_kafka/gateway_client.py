@@ -10,10 +10,18 @@ Two HTTP connection pools (httpx, keep-alive):
   * S3's, for presigned URLs, which sends *no* credentials: the URL is the credential. Its only
     extra header is the ``Range`` the URL was signed with (the read-plan contract).
 
-Retries: every gateway call and presigned GET goes through ``gateway_retry.call_with_retries``
-(``retries`` + 1 attempts; which failures are transient, and why, is written there). The gateway's
-answers are judged by ``gateway_retry.transient_answer``; presigned S3 GETs by S3's rule (any 5xx,
-429, or a short body is retried). (The gateway's own signed byte-range URLs, for encrypted KIP-405
+Retries: every gateway call is an idempotent GET, and every one, like every presigned GET, goes
+through ``tiered_kafka.retry.RetryPolicy`` (``retries`` + 1 attempts, full-jitter backoff from
+``backoff_s`` capped at ``MAX_BACKOFF_S``; ``_with_retries``), which sends again what
+``tiered_kafka.retry.is_transient`` calls transient: a connection refused, reset or closed before
+the answer (a replica killed mid-request behind a load balancer), a timeout, and a
+``GatewayRequestError`` whose answer ``tiered_kafka.errors.transient_answer`` calls transient (429,
+502, 503, 504, from the gateway or a load balancer with no live replica, unless its code is one
+trying again cannot fix). Presigned S3 GETs follow S3's rule instead: any 5xx, 429, or a short
+body is a ``TransientReadError``, retried alike. When the attempts are spent, or a request cannot
+be sent at all (e.g. an unsupported URL scheme), the error is raised as ``RemoteReadError`` naming
+the request; a 500 (``internal_error``: a bug) and every 4xx answer are raised at once as mapped
+below. (The gateway's own signed byte-range URLs, for encrypted KIP-405
 segments, answer errors in its JSON envelope: ``_range_endpoint_error``.) A 403 from S3 (the URL
 expired) or a 404 (remote retention removed the object after it was planned) is
 ``PresignedUrlError``: the caller re-plans and tries once more; a re-plan of an offset no longer
@@ -40,14 +48,14 @@ is never logged.
 
 Re-exported, so that ``from tiered_kafka.gateway_client import ...`` keeps working for them:
 ``ChunkedRange``, ``PlannedRange``, ``PlanGap``, ``Plan``, ``MIN_RANGE_BYTES``, ``coalesce_ranges``
-and ``read_gap`` (from ``gateway_plan``: a plan's data types and range math); ``MAX_BACKOFF_S``,
-``TRANSIENT_STATUSES``, ``transient_answer``, ``transient_error`` and ``backoff_s`` (from
-``gateway_retry``: the retry rule).
+and ``read_gap`` (from ``gateway_plan``: a plan's data types and range math); ``TRANSIENT_STATUSES`` and
+``transient_answer`` (from ``tiered_kafka.errors``: which answers are retried).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,18 +64,19 @@ from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
-from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError, TopicAuthorizationError
-from tiered_kafka.gateway_plan import MIN_RANGE_BYTES, ChunkedRange, Plan, PlanGap, PlannedRange, coalesce_ranges, read_gap
-from tiered_kafka.gateway_retry import (
-    MAX_BACKOFF_S,
+from tiered_kafka.errors import (
     TRANSIENT_STATUSES,
-    TransientFailure,
-    backoff_s,
-    call_with_retries,
+    GatewayRequestError,
+    OffsetNotRemoteError,
+    PresignedUrlError,
+    RemoteReadError,
+    TopicAuthorizationError,
+    TransientReadError,
     transient_answer,
-    transient_error,
 )
+from tiered_kafka.gateway_plan import MIN_RANGE_BYTES, ChunkedRange, Plan, PlanGap, PlannedRange, coalesce_ranges, read_gap
 from tiered_kafka.http_transport import StdlibTransport
+from tiered_kafka.retry import RetryPolicy, is_transient
 
 __all__ = [
     "MAX_BACKOFF_S",
@@ -80,16 +89,17 @@ __all__ = [
     "PlanGap",
     "PlannedRange",
     "RemoteExtent",
-    "backoff_s",
     "check_content_range",
     "coalesce_ranges",
     "object_url",
     "read_gap",
     "transient_answer",
-    "transient_error",
 ]
 
 T = TypeVar("T")
+
+MAX_BACKOFF_S = 5.0
+"""The longest sleep between two attempts (the retry policy's cap)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +151,7 @@ class GatewayClient:
         self.cluster = cluster
         self.retries = retries
         self.backoff_s = backoff_s
+        self.retry = RetryPolicy(attempts=retries + 1, base_s=backoff_s, cap_s=MAX_BACKOFF_S, log_level=logging.DEBUG)
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self.has_token = bool(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -241,7 +252,7 @@ class GatewayClient:
                     response.read()
                     raise PresignedUrlError(f"S3 refused the presigned GET of {where} ({status}): {_s3_message(response)}")
                 if status >= 500 or status == 429:
-                    raise TransientFailure(f"S3 answered {status} for {where}")
+                    raise TransientReadError(f"S3 answered {status} for {where}")
                 if status == 200:  # the Range was ignored: the body is the whole object; not read
                     raise RemoteReadError(
                         f"S3 answered 200 instead of 206 Partial Content for {where}: the server or a proxy ignored the Range header "
@@ -253,7 +264,7 @@ class GatewayClient:
                 check_content_range(response.headers.get("content-range"), planned, where)
                 data = response.read()
             if len(data) != planned.size:
-                raise TransientFailure(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
+                raise TransientReadError(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
             return data
 
         where = f"{planned.range_header} of {object_url(planned.url)}"
@@ -263,9 +274,7 @@ class GatewayClient:
     def _get_json(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
             response = self._api.get(path, params=params)
-            if transient_answer(response.status_code, _error_code(response)):
-                raise TransientFailure(_describe_error(response))
-            if response.status_code != 200:
+            if response.status_code != 200:  # a transient answer is a retriable GatewayRequestError
                 raise _gateway_error(response, has_token=self.has_token)
             try:
                 body = response.json()
@@ -278,7 +287,16 @@ class GatewayClient:
         return self._with_retries(attempt, f"gateway request {self.base_url}{path}")
 
     def _with_retries(self, attempt: Callable[[], T], what: str) -> T:
-        return call_with_retries(attempt, what, retries=self.retries, base_backoff_s=self.backoff_s)
+        """``attempt()`` under ``self.retry`` (module doc); a transport failure that is not transient,
+        or a transient failure that outlived the attempts, raised as ``RemoteReadError`` naming ``what``."""
+        try:
+            return self.retry.call(attempt, what=what)
+        except Exception as err:
+            if is_transient(err):  # the policy gave up on it
+                raise RemoteReadError(f"{what} failed after {self.retry.attempts} attempts: {err}") from err
+            if isinstance(err, httpx.TransportError):
+                raise RemoteReadError(f"{what} failed: {err}") from err
+            raise
 
     def time_ranges(self, topic: str, partition: int, from_ms: int, to_ms: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]], int | None]:
         """(pruned, inexact, earliest_offset) of the gateway's time-ranges endpoint (``routes.time_ranges``),
@@ -335,21 +353,13 @@ def _field(body: Any, name: str, kind: type[T]) -> T:
     return value
 
 
-def _error_code(response: httpx.Response) -> str | None:
-    """The ``code`` of the gateway's error envelope ``{"error": {"code", "message", ...}}``."""
-    try:
-        return str(response.json()["error"]["code"])
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def _range_endpoint_error(response: httpx.Response, where: str) -> Exception | None:
     """The error for a non-206 answer of the gateway's byte-range URL (``/rsm-ranges/v1/``, an
     encrypted KIP-405 segment's plan) in the gateway's JSON error envelope; None for anything else
     (S3 answers XML: its rule applies). ``rsm_url_refused`` is ``PresignedUrlError`` (re-plan, as an
     expired presigned URL); a code trying again may fix (``transient_answer``) is retried; any other
     (``rsm_decryption_failed``, ``corrupt_remote_data``, ...) is a ``GatewayRequestError`` with that
-    code, naming the object, never retried."""
+    code, naming the object, never retried (``GatewayRequestError.retriable``)."""
     if "/rsm-ranges/v1/" not in response.request.url.path or "json" not in response.headers.get("content-type", ""):
         return None
     response.read()
@@ -361,8 +371,6 @@ def _range_endpoint_error(response: httpx.Response, where: str) -> Exception | N
     message = f"gateway answered {response.status_code} {code} for {where}: {detail}"
     if code == "rsm_url_refused":
         return PresignedUrlError(message)
-    if transient_answer(response.status_code, code):
-        return TransientFailure(message)
     return GatewayRequestError(message, status=response.status_code, code=code, details={k: v for k, v in error.items() if k not in ("code", "message")})
 
 
@@ -416,10 +424,6 @@ def check_content_range(header: str | None, planned: PlannedRange, where: str) -
     expected = f"bytes {planned.start}-{planned.end - 1}/"
     if header is None or not header.startswith(expected):
         raise RemoteReadError(f"S3 answered 206 for {where} with Content-Range {header!r}, expected {expected}<size>: not the range asked")
-
-
-def _describe_error(response: httpx.Response) -> str:
-    return f"gateway answered {response.status_code}: {response.text[:200]}"
 
 
 def _s3_message(response: httpx.Response) -> str:

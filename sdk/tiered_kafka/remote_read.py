@@ -7,17 +7,17 @@ and by the CLI's end-of-read check (``visible_until``).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from tiered_kafka.errors import CorruptRecordError, FormatError, OffsetNotRemoteError, PresignedUrlError, RemoteReadError
 from tiered_kafka.format.record_batch import ControlRecordType, Record, RecordBatch, iter_batches
 from tiered_kafka.gateway_client import GatewayClient, PlannedRange, object_url
+from tiered_kafka.read_on import End, Step, read_on_budget, walk
 from tiered_kafka.transactions import CommittedFilter, Fate
 
-#: bytes per plan when scanning for ``visible_until``
-SCAN_PLAN_BYTES = 1024 * 1024
-#: bytes ``visible_until`` reads at most (the gateway's default max_bytes_limit); past it nothing is concluded
-SCAN_MAX_BYTES = 64 * 1024 * 1024
+#: bytes ``visible_until`` reads at most (``read_on.read_on_budget`` for a reader that concludes nothing past it)
+SCAN_MAX_BYTES = read_on_budget(None, resumable=True)
 
 
 @dataclass(slots=True)
@@ -169,38 +169,50 @@ def visible_until(client: GatewayClient, topic: str, partition: int, start: int,
     A reader whose position stops moving before ``end`` uses it to tell "the rest is not visible"
     (an open transaction, trailing control batches) from "the rest is still coming". The scan ends
     at the first record delivered in the range, at ``end``, or after ``SCAN_MAX_BYTES`` (unknown);
-    a plan that does not advance is a ``RemoteReadError``.
+    a plan that does not advance is a ``RemoteReadError``. The walk and its plan sizes are
+    ``tiered_kafka.read_on.walk``'s.
     """
     committed = CommittedFilter() if read_committed else None
-    offset, lso, budget = start, None, SCAN_MAX_BYTES
-    while offset < end:
-        if budget <= 0:
-            return Visibility(end, True, known=False)
+    lso: int | None = None
+    found: list[Visibility] = []  # set when the scan can conclude before the walk ends
+    object_key = [""]  # the segment of the plan being read
+
+    def plan(offset: int, max_bytes: int) -> Step[PlannedRange] | None:
+        nonlocal lso
         try:
-            plan = client.plan(topic, partition, offset, min(SCAN_PLAN_BYTES, budget), read_committed=read_committed)
+            plan = client.plan(topic, partition, offset, max_bytes, read_committed=read_committed)
         except OffsetNotRemoteError:
-            return Visibility(end, True, known=False)
+            found.append(Visibility(end, True, known=False))
+            return None
         if plan.gap is not None:
-            return Visibility(end, True, known=False)
+            found.append(Visibility(end, True, known=False))
+            return None
         if committed is not None:  # nothing at or past the remote last stable offset (tiered_kafka.transactions)
             committed.set_stable_end(plan.last_stable_offset)
             lso = committed.stable_end
             if lso is not None and lso <= start:  # a transaction open since before the position holds everything
-                return Visibility(lso, False)
+                found.append(Visibility(lso, False))
+                return None
             if _delivers([r for b, fate in committed.take_released() if fate is Fate.DELIVER for r in b.records], start, end):
-                return Visibility(end, True)
-        for planned in plan.ranges:
-            if planned.first_offset >= end:
-                break
-            budget -= planned.size
-            for batch in decode_range(fetch_range(client, topic, partition, planned), planned, object_key=plan.object_key):
-                if batch.base_offset >= end:
-                    break
-                if _delivers(batch.records if committed is None else committed.push(batch), start, end):
-                    return Visibility(end, True)
-        if plan.next_offset <= offset:
-            raise RemoteReadError(f"{topic}-{partition}: the gateway's plan at offset {offset} does not advance (next_offset {plan.next_offset})")
-        offset = plan.next_offset
+                found.append(Visibility(end, True))
+                return None
+        object_key[0] = plan.object_key
+        return Step(list(itertools.takewhile(lambda r: r.first_offset < end, plan.ranges)), plan.next_offset)
+
+    def read(planned: PlannedRange) -> list[DecodedBatch]:
+        return decode_range(fetch_range(client, topic, partition, planned), planned, object_key=object_key[0])
+
+    def visit(batch: DecodedBatch) -> None:
+        if batch.base_offset < end and _delivers(batch.records if committed is None else committed.push(batch), start, end):
+            found.append(Visibility(end, True))
+
+    walked = walk(plan, read, start, visit=visit, done=lambda: bool(found), budget=SCAN_MAX_BYTES, until=end)
+    if found:
+        return found[0]
+    if walked.reason is End.BUDGET:
+        return Visibility(end, True, known=False)
+    if walked.reason is End.STUCK:
+        raise RemoteReadError(f"{topic}-{partition}: the gateway's plan at offset {walked.offset} does not advance")
     held = None if committed is None else committed.first_held_offset
     stable_end = end if held is None else max(start, min(end, held))
     if lso is not None and lso < stable_end:  # the remote LSO: may be below start (a transaction opened before it)

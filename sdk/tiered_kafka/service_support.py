@@ -7,13 +7,17 @@ SDK core never imports it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+
+from tiered_kafka.errors import ConfigError
+
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
 class S3Location(BaseModel):
@@ -82,7 +86,7 @@ def describe_validation_error(err: ValidationError) -> str:
     pydantic's own text quotes each invalid input (``input_value=...``), which can be a secret:
     a Redis URL with its password, or a whole ``s3`` section with its secret key when a field
     beside it is missing. The messages of our own validators never quote a secret
-    (``tiered_kafka.registry.describe_url``). Callers raise their ConfigError ``from None``,
+    (``tiered_kafka.registry.describe_url``). ``build_settings`` raises its ConfigError ``from None``,
     so pydantic's text stays out of tracebacks too.
     """
     problems = []
@@ -90,3 +94,14 @@ def describe_validation_error(err: ValidationError) -> str:
         where = ".".join(str(part) for part in error["loc"]) or "(settings)"
         problems.append(f"{where}: {error['msg']}")
     return f"{len(problems)} problem(s): " + "; ".join(problems)
+
+
+def build_settings(settings_cls: type[SettingsT], values: Mapping[str, Any], process: str) -> SettingsT:
+    """``settings_cls`` from ``values`` (a file's, then the caller's overrides; the environment
+    beats both: ``EnvironmentFirstSettings``). Invalid or missing settings raise one ConfigError
+    naming every problem, "invalid {process} configuration: ...", without the inputs
+    (``describe_validation_error``): the one way the agent and the gateway turn values into settings."""
+    try:
+        return settings_cls(**values)
+    except ValidationError as err:  # pydantic's own text would quote the inputs, secrets included
+        raise ConfigError(f"invalid {process} configuration: {describe_validation_error(err)}") from None

@@ -35,6 +35,7 @@ timestamp, ``TieredConsumer`` (and so the CLI), and the Spark source and its bac
 - *Look-ahead*: a reader whose window ends with undecided records reads on for markers only
   (``look_ahead``); a marker seen there decides the held batches of its producer before it, and
   batches pushed later (a look-ahead marker decides them as if it had been pushed).
+  How far every reader reads on, and how, is one rule in one module: ``tiered_kafka.read_on``.
 
 Both inputs give the same answer on a well-formed log (a property test checks the streaming and
 the index-driven paths against a reference model on random interleavings of producers).

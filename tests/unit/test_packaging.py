@@ -8,7 +8,10 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import tiered_kafka
+import tiered_kafka.errors
 
 ROOT = Path(__file__).resolve().parents[2]
 #: pyarrow is an SDK dependency (the columnar decoder fills Arrow arrays), not one of these
@@ -37,21 +40,41 @@ def test_importing_the_sdk_core_loads_no_server_side_module() -> None:
 
 
 def test_exported_names() -> None:
-    assert set(tiered_kafka.__all__) == {
-        "ConfigError",
-        "CorruptCheckpointError",
-        "CorruptIndexError",
-        "CorruptRecordError",
-        "FormatError",
-        "InvalidSegmentNameError",
-        "LogWriteError",
-        "OffsetOutOfRangeError",
-        "TieredKafkaError",
-        "TruncatedRecordError",
-        "UnsupportedCodecError",
+    """What users need, at the top level: the readers' entry points and the SDK's whole error tree."""
+    errors = {name for name, value in vars(tiered_kafka.errors).items() if isinstance(value, type) and issubclass(value, Exception)}
+    assert set(tiered_kafka.__all__) == errors | {
+        "TieredConsumer",
+        "Mode",
+        "BulkReader",
+        "read_table",
+        "read_arrow",
+        "TieredKafkaDataSource",
         "__version__",
     }
-    assert all(issubclass(getattr(tiered_kafka, n), tiered_kafka.TieredKafkaError) for n in tiered_kafka.__all__ if n.endswith("Error"))
+    assert {"RemoteReadError", "GatewayRequestError", "TopicAuthorizationError", "RemoteGapError", "OffsetNotRemoteError"} <= errors
+    assert all(getattr(tiered_kafka, n) is getattr(tiered_kafka.errors, n) for n in errors)
+    assert all(issubclass(getattr(tiered_kafka, n), tiered_kafka.TieredKafkaError) for n in errors)
+
+
+def test_the_entry_points_are_the_implementation_modules_own() -> None:
+    from tiered_kafka.bulk import BulkReader, read_arrow, read_table
+    from tiered_kafka.consumer import TieredConsumer
+    from tiered_kafka.modes import Mode
+    from tiered_kafka.spark import TieredKafkaDataSource
+
+    assert (tiered_kafka.TieredConsumer, tiered_kafka.Mode, tiered_kafka.BulkReader) == (TieredConsumer, Mode, BulkReader)
+    assert (tiered_kafka.read_table, tiered_kafka.read_arrow, tiered_kafka.TieredKafkaDataSource) == (read_table, read_arrow, TieredKafkaDataSource)
+    assert set(tiered_kafka.__all__) <= set(dir(tiered_kafka))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        tiered_kafka.Nope  # noqa: B018
+
+
+def test_importing_the_package_loads_no_reader() -> None:
+    """The readers are imported on first use: ``import tiered_kafka`` (the agent and the gateway
+    import it for the format core) loads neither confluent-kafka, httpx, pyarrow nor pyspark."""
+    code = "import sys, tiered_kafka, tiered_kafka.format.record_batch\nprint(sorted(m for m in ('confluent_kafka', 'httpx', 'pyarrow', 'pyspark') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_packages_have_unclashing_names() -> None:

@@ -20,7 +20,7 @@ from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
-from tiered_kafka_gateway.records import IsolationLevel, aborted_txns, committed_batches
+from tiered_kafka_gateway.records import IsolationLevel, committed_batches
 from tiered_kafka_gateway.models import (
     ClusterList,
     ErrorDetail,
@@ -183,7 +183,7 @@ def remote_offset_for_timestamp(
     """Kafka's ListOffsets rule over remote data: the first record (control records aside) whose
     timestamp is >= ``timestamp``, as (offset, its timestamp), or None. The registry's per-segment
     max timestamps pick the segment, its batch index (or, without one, its .timeindex, .index and
-    batch headers: ``ClusterReader.batches_reaching``) the batch; only that batch is downloaded.
+    batch headers: ``ClusterSource.batches_reaching``) the batch; only that batch is downloaded.
 
     Under read_committed, as Kafka's ListOffsets with READ_COMMITTED answers no offset at or past
     the last stable offset: when the record found belongs to a transaction that is undecided in
@@ -191,7 +191,7 @@ def remote_offset_for_timestamp(
     data, read ahead for markers only as the records endpoint does), the answer is None. A record
     of an aborted transaction is answered, as Kafka does: a read_committed reader starting there
     skips it. Nor is an offset at or past the remote last stable offset answered
-    (``ClusterReader.last_stable_offset``; when unknown, transactions of other producers opened
+    (``ClusterSource.last_stable_offset``; when unknown, transactions of other producers opened
     before the record are not searched for)."""
     segments = cluster.segments(topic, partition)
     if not segments and cluster.partition_info(topic, partition) is None:
@@ -224,6 +224,6 @@ def _decided(cluster: Cluster, topic: str, partition: int, segment: SegmentEntry
     """Whether read_committed has decided ``batch`` from remote data (committed or aborted): the rule's answer."""
     info = cluster.partition_info(topic, partition)
     latest = batch.last_offset if info is None else info.latest_offset
-    aborted = aborted_txns(cluster, topic, partition, segment)
+    aborted = cluster.aborted_txns(topic, partition, segment)
     _, held = committed_batches(cluster, topic, partition, [batch], aborted, {segment.object_key}, batch.last_offset + 1, latest)
     return held is None

@@ -20,7 +20,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
-from tiered_kafka.errors import FormatError
 from tiered_kafka_gateway import rsm_urls
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.models import ErrorResponse
@@ -55,12 +54,11 @@ def read_rsm_range(
     rsm_urls.verify(secret.get_secret_value().encode(), cluster, key, start, end, expires, signature)
     if range_header != f"bytes={start}-{end - 1}":
         raise GatewayError(ErrorCode.RSM_URL_REFUSED, f"the Range header must be bytes={start}-{end - 1}, the range the URL was signed for")
-    _, manifest = reader._manifest_of_log(key)
-    size = manifest.chunk_index.original_file_size
+    size = reader.original_size(key)
     if end > size or start >= end:
         raise GatewayError(ErrorCode.OFFSET_OUT_OF_RANGE, f"bytes {start}..{end} are outside {key} ({size} bytes)")
     limit = settings.max_bytes_limit
-    if end - start > limit and not _one_batch(reader, key, size, start, end):
+    if end - start > limit and not reader.is_one_batch(key, size, start, end):
         raise GatewayError(
             ErrorCode.INVALID_REQUEST,
             f"bytes {start}..{end} of {key}: {end - start} bytes is more than max_bytes_limit ({limit}) and not one batch: plan again",
@@ -72,11 +70,3 @@ def read_rsm_range(
         media_type="application/octet-stream",
         headers={"Content-Range": f"bytes {start}-{end - 1}/{size}", "Cache-Control": "no-store"},
     )
-
-
-def _one_batch(reader: RsmClusterReader, key: str, size: int, start: int, end: int) -> bool:
-    """Whether original bytes [start, end) of ``key`` are exactly one record batch (its header's size)."""
-    try:
-        return reader._headers(key, size).at(start).size == end - start
-    except FormatError:  # start is not a batch boundary
-        return False

@@ -25,8 +25,8 @@ Ours (defaults in brackets):
     tiered.remote.retry.backoff.ms [100] first backoff (doubles each retry)
     tiered.gateway.timeout.ms      [10000] HTTP timeout of one gateway call or GET
     tiered.remote.poll.interval.ms [1000] REMOTE_ONLY at the end of remote storage: how often to look for new segments
-    tiered.remote.gap.policy       [error] a gap in remote storage that Kafka cannot fill: error (poll raises
-                                   RemoteGapError) or skip (logged, reading continues after it)
+    tiered.remote.gap.policy       [error] a gap in remote storage that Kafka cannot fill: error (the partition's
+                                   OFFSET_OUT_OF_RANGE error message) or skip (logged, reading continues after it)
 
 Pinterest's ``TieredStorageConsumer`` names are accepted where the meaning is the same:
 ``tiered.storage.mode`` (``TIERED_STORAGE_ONLY``/``TIERED_STORAGE_PREFERRED`` are our REMOTE_*),

@@ -25,7 +25,8 @@ Every offset before it is decided, so the reader hands over at ``max(position, h
 read_committed (its last stable offset) takes over there. It is never below the position, so a
 consumer that resumes inside an open transaction delivers nothing below its committed offset.
 
-A GapError leaves the state as it was: the consumer raises it, and the next poll meets the same
+A GapError leaves the state as it was: the consumer delivers it as the partition's error message
+(OFFSET_OUT_OF_RANGE), and the next poll meets the same
 gap again (until the application seeks past it), as a failed remote read is retried.
 
 Invariants (the property tests check them): the position only moves forward except on ``start``

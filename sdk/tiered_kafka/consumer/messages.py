@@ -1,4 +1,4 @@
-"""Remote records as confluent-kafka ``Message``s, and the errors TieredConsumer delivers as messages.
+"""Remote records as confluent-kafka ``Message``s (the errors TieredConsumer delivers as messages: ``channel``).
 
 A fetched range becomes a ``RangeMessages`` (``range_messages``, on a prefetch thread), whose
 Messages are made later, a slice at a time, on the consumer's thread, as the application reaches them
@@ -42,11 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from confluent_kafka import (
-    OFFSET_INVALID,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     TIMESTAMP_NOT_AVAILABLE,
-    KafkaError,
     Message,
 )
 
@@ -294,9 +292,3 @@ def _headers(records: pa.RecordBatch, n: int) -> Any:
     if len(column.flatten()) == 0:  # no record has a header
         return repeat(None)
     return [[(h["key"], h["value"]) for h in hs] if hs else None for hs in column.to_pylist()]
-
-
-def error_message(topic: str, partition: int, offset: int | None, code: int, reason: str) -> Message:
-    """A partition's error as confluent-kafka delivers it: ``poll()`` returns a Message whose
-    ``error()`` is ``KafkaError(code)`` (e.g. TOPIC_AUTHORIZATION_FAILED, _AUTO_OFFSET_RESET)."""
-    return Message(topic=topic, partition=partition, offset=OFFSET_INVALID if offset is None else offset, error=KafkaError(code, reason))

@@ -19,8 +19,8 @@ the handoff's events:
 - END, BELOW_START and GAP chunks become ``remote_end``, ``remote_below_start`` and ``gap``, with
   the filter's ``first_held_offset`` as the handoff point (Kafka's own read_committed takes over
   there);
-- an ERROR chunk is raised, except TOPIC_AUTHORIZATION_FAILED, which is the handoff's
-  ``authorization_failed`` (an error message for the partition, no further progress).
+- an ERROR chunk is raised (the consumer's delivery turns TOPIC_AUTHORIZATION_FAILED into the
+  handoff's ``authorization_failed``, and other failures into the partition's error message).
 """
 
 from __future__ import annotations
@@ -34,17 +34,8 @@ from confluent_kafka import Message
 from tiered_kafka.consumer.handoff import Decision, Handoff
 from tiered_kafka.consumer.messages import MessageSlices, RangeMessages
 from tiered_kafka.consumer.prefetch import Chunk, ChunkKind, RemoteReader
-from tiered_kafka.consumer.tiers import is_authorization_failure
 from tiered_kafka.errors import OffsetNotRemoteError
 from tiered_kafka.transactions import CommittedFilter, Fate
-
-
-class AuthorizationFailure(Exception):
-    """Internal: an ERROR chunk carried the gateway's 403 (``error`` is it)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 @dataclass
@@ -59,7 +50,8 @@ class PartitionState:
     min_offset: int = 0  # records below it (before the position when ``slices`` was set) are not delivered
     committed_filter: CommittedFilter[Message] | None = None
     paused: bool = False
-    pending: bool = False  # assigned, but its start failed (retried by the next poll)
+    pending: bool = False  # assigned, not started yet (a failed start is retried by the next poll)
+    pending_offset: int = -1001  # where it was asked to start (an offset, or OFFSET_BEGINNING/END/STORED/INVALID)
     skip_to: int = -1  # past control/aborted records decided in remote data: the position once ready is empty
     held: Chunk | None = None  # the chunk whose records are in ``ready`` (its budget returns when they are taken)
     kafka_synced: bool = False  # librdkafka delivered this partition at our position since the last seek
@@ -205,7 +197,4 @@ class PartitionState:
                 raise RuntimeError("a GAP chunk without its gap")
             return handoff.gap(chunk.gap.start_offset, chunk.gap.end_offset, chunk.gap.reason, held)
         self.stop_remote()  # ERROR: surfaces now; the next poll restarts the reader at the same position
-        error = chunk.error if chunk.error is not None else RuntimeError("remote read failed")
-        if is_authorization_failure(error):
-            raise AuthorizationFailure(error)
-        raise error
+        raise chunk.error if chunk.error is not None else RuntimeError("remote read failed")

@@ -37,6 +37,7 @@ from tiered_kafka.registry._layout import (
     parse_segment_member,
     partition_keys,
 )
+from tiered_kafka.retry import is_transient
 
 if TYPE_CHECKING:  # the SDK does not depend on redis; only type checkers look here
     import redis
@@ -60,7 +61,8 @@ def _redis_exceptions() -> Any:
 
 @contextlib.contextmanager
 def _translated(what: str) -> Iterator[None]:
-    """Turn redis-py's errors into registry errors (retriable ones into RegistryUnavailableError)."""
+    """Turn redis-py's errors into registry errors: the transient ones (``tiered_kafka.retry.is_transient``,
+    the one list) into RegistryUnavailableError, the others into RegistryError."""
     try:
         yield
     except TieredKafkaError:
@@ -69,8 +71,7 @@ def _translated(what: str) -> Iterator[None]:
         rx = _redis_exceptions()
         if rx is None or not isinstance(err, rx.RedisError):
             raise
-        transient = (rx.ConnectionError, rx.TimeoutError, rx.ClusterError, rx.TryAgainError, rx.ReadOnlyError)
-        if isinstance(err, transient):
+        if is_transient(err):
             raise RegistryUnavailableError(f"{what}: Redis unavailable: {err}") from err
         raise RegistryError(f"{what}: Redis error: {err}") from err
 

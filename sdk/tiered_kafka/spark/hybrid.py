@@ -1,15 +1,17 @@
 """Hybrid reads (``tiered.mode`` REMOTE_PREFERRED / KAFKA_PREFERRED) of the Spark source: the driver's side.
 
 Which tier serves each offset of a partition's [start, end) is decided by :func:`split`, a pure
-function over the two tiers' bounds that asks ``tiered_kafka.modes`` at every position (``decide``,
-``at_remote_end``, ``below_remote_start``, ``kafka_out_of_range``, ``switch_back_at``): the same
-rules and handoff points as ``TieredConsumer``'s ``Handoff``, written nowhere else. It walks the
-range from ``start``: each step reads one tier up to where the mode hands over (remote storage's
+function over the two tiers' bounds that drives TieredConsumer's ``Handoff``
+(``tiered_kafka.consumer.handoff``) with the events its readers would meet: the same rules
+(``tiered_kafka.modes``) and the same sequence of handoffs, written nowhere else. It walks the
+range from ``start``: each step reads one tier up to where the handoff hands over (remote storage's
 end, Kafka's log start for KAFKA_PREFERRED's ``switch_back_at``), so the pieces are contiguous,
 disjoint, and cover [start, end) exactly: no gap and no duplicate at a handoff. Offsets no tier
-holds (below both starts: retention; between remote storage's end and Kafka's log start:
-``modes.Action.GAP``) are a *lost* piece, handled by ``failOnDataLoss`` (error, or a warning and
-the read goes on after it), as Spark's Kafka source handles offsets Kafka no longer has.
+holds (below both starts: the handoff's ``Reset``, retention; between remote storage's end and
+Kafka's log start: its ``Skip``, ``modes.Action.GAP``) are a *lost* piece, handled by
+``failOnDataLoss`` (error, or a warning and the read goes on after it), as Spark's Kafka source
+handles offsets Kafka no longer has. A recorded gap inside remote storage: :func:`gap_pieces`,
+``Handoff.gap`` likewise.
 
 The driver learns Kafka's side once per plan with confluent-kafka's ``AdminClient.list_offsets``
 (:class:`KafkaView`): the log start (``OffsetSpec.earliest``), the end (``OffsetSpec.latest``, the
@@ -37,9 +39,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiered_kafka import modes
+from tiered_kafka.consumer.handoff import Decision, Handoff, ReadFrom, Reset, Skip
 from tiered_kafka.errors import KafkaMetadataError, OffsetNotRemoteError, RemoteGapError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
-from tiered_kafka.modes import Action, Mode, Source
+from tiered_kafka.modes import Mode, Source
 from tiered_kafka.spark.options import ReadOptions, TopicPartition
 from tiered_kafka.spark.tasks import KafkaSlice
 
@@ -50,6 +53,10 @@ KAFKA_SLICE_OFFSETS = 500_000
 DEFAULT_RECORD_BYTES = 1024
 """Bytes per record assumed for a Kafka piece's estimate when remote storage holds nothing to average."""
 METADATA_TIMEOUT_S = 30.0
+MAX_SPLIT_STEPS = 64
+"""A split takes a handful of handoff events (each tier entered at most twice): more is a bug."""
+BELOW_LOG_START = "remote storage ends below Kafka's log start"
+RETENTION = "not in remote storage nor in Kafka (retention)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,8 @@ class KafkaBounds:
 
 
 def split(mode: Mode, start: int, end: int, remote: tuple[int, int] | None, kafka_log_start: int, stable: int | None = None) -> list[Piece]:
-    """[start, end) cut into the pieces each tier serves under ``mode`` (module doc).
+    """[start, end) cut into the pieces each tier serves under ``mode`` (module doc): TieredConsumer's
+    ``Handoff`` driven over a model of the two tiers, the one implementation of the sequence.
 
     ``remote``: remote storage's (earliest, end exclusive), None when it holds nothing;
     ``kafka_log_start``: Kafka's log start. Offsets >= the log start are Kafka's up to ``end``
@@ -80,59 +88,88 @@ def split(mode: Mode, start: int, end: int, remote: tuple[int, int] | None, kafk
     last stable offset, its *held* point: a remote read reaching it hands over to Kafka there
     (``Handoff.remote_end(held)``); when Kafka no longer holds it (``kafka_out_of_range`` with
     remote storage's real end answers READ_REMOTE), remote storage reads on past it (its reader
-    holds back what it cannot decide, with a warning: never a gap)."""
+    holds back what it cannot decide, with a warning: never a gap).
+
+    The events fed to the handoff are those the consumer's readers would meet: Kafka's
+    OFFSET_OUT_OF_RANGE below its log start, remote storage's end or start, the held point, the
+    records delivered. Its decisions become pieces: ``ReadFrom`` a read of that tier up to where the
+    next event comes, ``Skip`` (Kafka's ``between tiers`` gap) and ``Reset`` (auto.offset.reset
+    forward, to the first offset a tier holds: retention) a lost piece."""
     if mode not in (Mode.REMOTE_PREFERRED, Mode.KAFKA_PREFERRED):
         raise ValueError(f"split is for the hybrid modes, not {mode.value}")
     held = None if remote is None or remote[1] <= remote[0] else remote
-    between = "between tiers: remote storage ends below Kafka's log start"
+
+    def holds(offset: int) -> bool:
+        return held is not None and held[0] <= offset < held[1]
+
+    handoff = Handoff(mode, kafka_configured=True, gap_skip=True)
     pieces: list[Piece] = []
-    at = start
-    while at < end:
-        holds = held is not None and held[0] <= at < held[1]
-        refused = False  # Kafka refused `at` and remote storage serves it: read past the held point
-        source: Source | None = modes.decide(mode, remote_holds=lambda: holds, kafka_configured=True, kafka_below_log_start=at < kafka_log_start)
-        if source is Source.REMOTE and holds and stable is not None and at >= stable:  # read_committed: Handoff.remote_end(held)
-            source = Source.KAFKA if modes.at_remote_end(mode) is Action.READ_KAFKA else None
-        elif source is Source.REMOTE and not holds:  # remote storage cannot serve `at`: which event
-            past_end = held is not None and at >= held[1]
-            action = modes.at_remote_end(mode) if past_end else modes.below_remote_start(mode, at, kafka_log_start)
-            source = Source.KAFKA if action is Action.READ_KAFKA else None
-        if source is Source.KAFKA and at < kafka_log_start:  # Kafka answers OFFSET_OUT_OF_RANGE
-            action = modes.kafka_out_of_range(mode, at, kafka_log_start, None if held is None else (held[0], held[1] - 1))
-            if action is Action.GAP:
-                stop = min(end, kafka_log_start)
-                pieces.append(Piece(None, at, stop, between))
-                at = stop
+    decision: Decision | None = handoff.start(start, lambda: holds(start))
+    refused = False  # the remote read follows Kafka's OFFSET_OUT_OF_RANGE: it reads past the held point
+    for _step in range(MAX_SPLIT_STEPS):
+        if isinstance(decision, Skip):  # the handoff moved its position past the skipped offsets
+            if decision.read is None:
+                raise RuntimeError(f"split: a skip without a read at {decision.start}")
+            pieces.append(Piece(None, decision.start, min(end, decision.end + 1), f"{decision.reason}: {BELOW_LOG_START}"))
+            decision = decision.read
+            continue
+        at = handoff.position
+        if at is None:
+            raise RuntimeError("split: the handoff has no position")
+        if at >= end:
+            break
+        if isinstance(decision, Reset):  # auto.offset.reset forward: the first offset a tier holds
+            target = min([end, *(o for o in (kafka_log_start, None if held is None else held[0]) if o is not None and o > at)])
+            pieces.append(Piece(None, at, target, RETENTION))
+            if target >= end:
+                break
+            decision = handoff.start(target, lambda t=target: holds(t))  # type: ignore[misc]
+            continue
+        if not isinstance(decision, ReadFrom) or decision.offset != at:
+            raise RuntimeError(f"split: unexpected decision {decision!r} at {at}")
+        if decision.source is Source.KAFKA:
+            if at < kafka_log_start:  # Kafka answers OFFSET_OUT_OF_RANGE
+                decision = handoff.kafka_out_of_range(kafka_log_start, None if held is None else (held[0], held[1] - 1))
+                refused = isinstance(decision, ReadFrom) and decision.source is Source.REMOTE
                 continue
-            source = Source.REMOTE if action is Action.READ_REMOTE else None
-            refused = source is Source.REMOTE
-        if source is None:  # no tier the mode reads holds `at`: reset forward to the first offset one does
-            stop = min([end, *(o for o in (kafka_log_start, None if held is None else held[0]) if o is not None and o > at)])
-            pieces.append(Piece(None, at, stop, "not in remote storage nor in Kafka (retention)"))
-        elif source is Source.REMOTE:
-            assert held is not None and holds
-            back = modes.switch_back_at(mode, kafka_log_start)  # KAFKA_PREFERRED returns to Kafka at its log start
-            hold = stable if stable is not None and stable > at and not refused else end
-            stop = min(end, held[1], back if back is not None and back > at else end, hold)
-            pieces.append(Piece(source, at, stop))
-        else:  # once on Kafka a read stays there (Handoff: no event moves it back to remote storage)
-            stop = end
-            pieces.append(Piece(source, at, stop))
-        at = stop
+            pieces.append(Piece(Source.KAFKA, at, end))  # once on Kafka a read stays there (no event moves it back)
+            break
+        if held is None or not holds(at):  # remote storage cannot serve `at`: which event
+            decision = handoff.remote_end() if held is not None and at >= held[1] else handoff.remote_below_start()
+            continue
+        hold = stable if stable is not None and not refused and stable < held[1] else None
+        if hold is not None and at >= hold:  # the remote reader holds `at` behind an open transaction
+            decision = handoff.remote_end(hold)
+            continue
+        back = handoff.switch_back_at  # KAFKA_PREFERRED returns to Kafka at its log start
+        stop = min(end, held[1], end if back is None else back, end if hold is None else hold)
+        pieces.append(Piece(Source.REMOTE, at, stop))
+        refused = False
+        decision = handoff.delivered(Source.REMOTE, stop)
+        if decision is None and stop < end:
+            decision = handoff.remote_end(hold)
+    else:
+        raise RuntimeError(f"split of [{start}, {end}) did not end after {MAX_SPLIT_STEPS} steps")
     return _merged(pieces)
 
 
 def gap_pieces(mode: Mode, first: int, last: int, end: int, kafka_log_start: int, reason: str) -> list[Piece] | None:
     """A recorded gap ``first..last`` met by a remote piece ending at ``end``: the pieces of
-    [first, min(last + 1, end)) Kafka serves and those lost (Kafka's log start inside the gap,
-    ``modes.gap_kafka_rest``), as ``Handoff.gap`` decides; None when Kafka holds none of it
-    (REMOTE_ONLY's handling: ``failOnDataLoss``)."""
+    [first, min(last + 1, end)) Kafka serves and those lost (Kafka's log start inside the gap), as
+    ``Handoff.gap`` decides them (the handoff knowing Kafka's log start, as after an
+    OFFSET_OUT_OF_RANGE); None when Kafka holds none of it (REMOTE_ONLY's handling: ``failOnDataLoss``)."""
     stop = min(last + 1, end)
-    if modes.at_gap(mode, first, first, last, kafka_log_start) is Action.READ_KAFKA:
+    handoff = Handoff(mode, kafka_configured=True, gap_skip=True)
+    handoff.start(first, lambda: True)
+    handoff.kafka_log_start = kafka_log_start
+    decision = handoff.gap(first, last, reason)
+    if isinstance(decision, ReadFrom) and decision.source is Source.KAFKA:
         return [Piece(Source.KAFKA, first, stop)]
-    rest = modes.gap_kafka_rest(mode, first, last, kafka_log_start)
-    if rest is None:
+    if not isinstance(decision, Skip):
+        raise RuntimeError(f"gap_pieces: unexpected decision {decision!r}")
+    if decision.read is None:
         return None
+    rest = decision.read.offset
     lost = Piece(None, first, min(rest, stop), f"in a recorded gap of remote storage ({reason}) and no longer in Kafka")
     return [p for p in (lost, Piece(Source.KAFKA, rest, stop)) if p.start < p.end]
 

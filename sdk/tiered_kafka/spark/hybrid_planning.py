@@ -18,11 +18,10 @@ Decisions:
   remote last stable offset is unknown cannot place that handoff: an error naming it, raised only
   when a remote piece ends at remote storage's end and Kafka reads on from there.
 - Filter pushdown is not applied in the hybrid modes (``datasource``): Spark applies every filter.
-- A recorded gap inside a remote piece (``planning.collect_units``'s ``on_gap``): Kafka reads it
-  when ``modes.at_gap`` says Kafka may hold it; when Kafka's log start is inside the gap
-  (``modes.gap_kafka_rest``), the part below it is lost (``failOnDataLoss``) and Kafka reads the
-  rest, as ``Handoff.gap`` does; a gap wholly below Kafka's log start is REMOTE_ONLY's
-  (``failOnDataLoss``).
+- A recorded gap inside a remote piece (``planning.collect_units``'s ``on_gap``): ``hybrid.gap_pieces``
+  asks ``Handoff.gap``: Kafka reads it when it may hold it; when Kafka's log start is inside the gap,
+  the part below it is lost (``failOnDataLoss``) and Kafka reads the rest; a gap wholly below
+  Kafka's log start is REMOTE_ONLY's (``failOnDataLoss``).
 - A timestamp resolves to the smaller of both tiers' offsets for it (remote retention may be
   shorter than Kafka's: remote storage's answer is then its earliest, though Kafka holds earlier
   offsets with such timestamps).
@@ -30,7 +29,9 @@ Decisions:
   watermark that went back after an unclean leader election): the micro-batch reports it as data
   loss (``failOnDataLoss``), as Spark's ``KafkaMicroBatchStream`` does.
 - One ``KafkaView`` (one ``AdminClient``) per Kafka configuration serves every plan of the process
-  (:func:`kafka_view`). The bounds :func:`initial_offsets` and :func:`latest_offsets` learned (the
+  while plans keep coming (:func:`kafka_view`); one unused for ``KAFKA_VIEW_IDLE_S`` is let go
+  (``idle_cache``: a process-long cache kept a librdkafka handle reconnecting to a cluster gone
+  away until the interpreter exited). The bounds :func:`initial_offsets` and :func:`latest_offsets` learned (the
   ``HybridContext`` they return) serve the next call of the same stream that is handed them (the
   ``StreamPlanner`` keeps it: an AvailableNow start's ``latestOffset``, the micro-batch planned right
   after a ``latestOffset``, when every partition is known), no later one, as the REMOTE_ONLY stream
@@ -40,11 +41,11 @@ Decisions:
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping, Sequence
 
 from tiered_kafka.errors import RemoteReadError
+from tiered_kafka.spark.idle_cache import IdleCache
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Source
 from tiered_kafka.spark.hybrid import KafkaBounds, KafkaView, Piece, earliest_of, gap_pieces, gateway_extent, kafka_slices, lost_piece, record_bytes, remote_bounds, resolve_start, split
@@ -63,14 +64,23 @@ from tiered_kafka.spark.options import (
 from tiered_kafka.spark.planning import KafkaSlice, OffsetRange, ReadTask, SourcePlan, _check_named_topics, _parallel, plan_tasks
 
 
-@functools.lru_cache(maxsize=16)
-def _view(kafka_config: tuple[tuple[str, str], ...], read_committed: bool) -> KafkaView:
-    return KafkaView(kafka_config, read_committed)
+KAFKA_VIEW_IDLE_S = 30.0  # longer than a stream's usual trigger interval: its plans reuse one view
+
+_views: IdleCache[tuple[tuple[tuple[str, str], ...], bool], KafkaView] = IdleCache(
+    lambda key: KafkaView(*key), idle_s=KAFKA_VIEW_IDLE_S, name="kafka-views"
+)
 
 
 def kafka_view(options: ReadOptions) -> KafkaView:
-    """The process's ``KafkaView`` for ``options``' Kafka settings (created on first use)."""
-    return _view(options.kafka_config, options.read_committed)
+    """The process's ``KafkaView`` for ``options``' Kafka settings (created on first use, let go
+    after ``KAFKA_VIEW_IDLE_S`` unused: module doc)."""
+    return _views.get((options.kafka_config, options.read_committed))
+
+
+def release_kafka_views() -> None:
+    """Let go of every ``KafkaView`` now (their AdminClients are freed once no plan holds them):
+    for a process about to stop the clusters it planned against, e.g. a test's teardown."""
+    _views.clear()
 
 
 class HybridContext:
@@ -184,7 +194,7 @@ def hybrid_tasks(context: HybridContext, offsets: Sequence[OffsetRange], warning
     lock = threading.Lock()
 
     def on_gap(r: OffsetRange, first: int, last: int, reason: str) -> bool:
-        """A recorded gap in a remote piece: Kafka reads what it still holds (``modes.at_gap``, as ``Handoff.gap``)."""
+        """A recorded gap in a remote piece: Kafka reads what it still holds (``hybrid.gap_pieces``: ``Handoff.gap``)."""
         tp = (r.topic, r.partition)
         pieces = gap_pieces(options.mode, first, last, r.end, context.kafka[tp].log_start, reason)
         if pieces is None:

@@ -85,10 +85,10 @@ def test_segments_passed_without_registration_are_forgotten(kafka_server, redis_
     with Agent(settings) as agent:
         wait_for(lambda: [s.base_offset for s in registry.segments(topic, 0)] == rotated, what=f"{topic}-0 registered")
         wm_key = agent.keyspace.offset_wm_key(topic, 0)
-        wait_for(lambda: agent._uploaders[f"{topic}-0"]._watermark == rotated[-1], what="offset.wm written")
+        wait_for(lambda: agent._uploaders[f"{topic}-0"].offsets.watermark == rotated[-1], what="offset.wm written")
     s3_server.client().delete_object(Bucket=s3_bucket, Key=wm_key)
     with Agent(settings) as again:
-        wait_for(lambda: f"{topic}-0" in again._uploaders and again._uploaders[f"{topic}-0"]._watermark == rotated[-1], what=f"{topic}-0 passed again")
+        wait_for(lambda: f"{topic}-0" in again._uploaders and again._uploaders[f"{topic}-0"].offsets.watermark == rotated[-1], what=f"{topic}-0 passed again")
         uploader = again._uploaders[f"{topic}-0"]
         assert parse_offset_wm(s3_server.client().get_object(Bucket=s3_bucket, Key=wm_key)["Body"].read()) == rotated[-1]
         assert [b for b in uploader._first_seen if b <= rotated[-1]] == []

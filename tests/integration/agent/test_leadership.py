@@ -22,18 +22,22 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from tests.support.agent_env import wait_for
 from tests.support.kafka_clients import create_topic
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.leadership import (
     LEADER_EPOCH_UNKNOWN,
     KRaftLeadershipWatcher,
     Leadership,
     LeadershipError,
+    LeadershipHealth,
     TopicFilter,
     TopicPartition,
     ZooKeeperLeadershipWatcher,
 )
+from tiered_kafka_agent.metrics import AgentMetrics
 
 pytestmark = pytest.mark.integration
 
@@ -291,8 +295,13 @@ def test_znodes_written_in_any_order(zk, start_chroot_watcher) -> None:
     zk.create("/brokers/topics/manual", json.dumps({"version": 3, "partitions": {"0": [4], "1": [4]}}).encode(), makepath=True)
     zk.create("/brokers/topics/manual/partitions/0/state", json.dumps({"leader": 4, "leader_epoch": 3, "isr": [4]}).encode(), makepath=True)
     zk.create("/brokers/topics/manual/partitions/1/state", json.dumps({"leader": 5, "leader_epoch": 0, "isr": [5]}).encode(), makepath=True)
-    time.sleep(0.3)
-    assert seen.last == {}  # no /config/topics/manual yet: held back
+    # a whole topic written after those states: once the map shows it, the watcher has read them
+    # (one kazoo session sees znode changes in ZooKeeper's order; the reads that follow a change see it)
+    write_topic(zk, "marker", leader=4)
+    seen.wait_for(lambda m: TP("marker", 0) in m, "the marker topic written after manual's states")
+    assert seen.last == led(("marker", 0, 0))  # no /config/topics/manual yet: held back
+    zk.delete("/brokers/topics/marker", recursive=True)
+    seen.wait_for(lambda m: m == {}, "the marker topic gone")
     zk.create("/config/topics/manual", json.dumps({"version": 1, "config": {}}).encode(), makepath=True)
     seen.wait_for(lambda m: m == led(("manual", 0, 3)), "the topic once its config exists")
 
@@ -313,6 +322,48 @@ def test_znodes_written_in_any_order(zk, start_chroot_watcher) -> None:
     zk.create("/brokers/topics/manual/partitions/0/state", json.dumps({"leader": 4, "leader_epoch": 0, "isr": [4]}).encode(), makepath=True)
     zk.create("/config/topics/manual", json.dumps({"version": 1, "config": {}}).encode())
     seen.wait_for(lambda m: m == led(("manual", 0, 0)), "the topic re-created by hand")
+
+
+def write_topic(zk: KazooClient, topic: str, *, leader: int, epoch: int = 0, acl: list[Any] | None = None) -> None:
+    """A one-partition topic's znodes by hand, its config first (as a controller writes them);
+    ``acl`` is the config znode's own (its parents are open: kazoo's makepath would give them ``acl``)."""
+    zk.ensure_path("/config/topics")
+    zk.create(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode(), acl=acl, makepath=True)
+    zk.create(f"/brokers/topics/{topic}/partitions/0/state", json.dumps({"leader": leader, "leader_epoch": epoch, "isr": [leader]}).encode(), makepath=True)
+
+
+def test_a_failed_watch_is_counted_retried_and_the_map_recovers(zk, start_chroot_watcher, caplog) -> None:
+    """A real ZooKeeper refusing a read: the config znode of a topic is readable by its creator
+    only (a digest ACL), so the watch on it fails with NoAuthError. The failure is counted, the
+    agent's health says so and the watches are rebuilt with backoff until the ACL lets the agent
+    read: then the map holds the topic."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    watcher, seen = start_chroot_watcher(4, repair_backoff=RetryPolicy(base_s=0.05, cap_s=0.2))
+    metrics = AgentMetrics()
+    metrics.observe_leadership(watcher)
+    assert seen.calls == [{}] and watcher.health() == LeadershipHealth(ok=True, failures=0)
+
+    zk.add_auth("digest", "operator:secret")
+    write_topic(zk, "locked", leader=4, epoch=2, acl=[make_digest_acl("operator", "secret", all=True)])
+    write_topic(zk, "open", leader=4)
+    try:
+        wait_for(lambda: watcher.health().failures >= 3, timeout_s=WAIT_S, what="the failed watch counted, and its rebuilds retried")
+        health = watcher.health()
+        assert not health.ok and "/config/topics/locked" in (health.problem or "") and "NoAuth" in (health.problem or "")
+        assert metrics.value("tiered_kafka_agent_leadership_failures_total") >= 3
+        assert metrics.value("tiered_kafka_agent_leadership_healthy") == 0
+        assert TP("locked", 0) not in watcher.current()  # not read: not uploaded
+    finally:
+        zk.set_acls("/config/topics/locked", OPEN_ACL_UNSAFE)  # the operator lets the agent read it
+
+    seen.wait_for(lambda m: m == led(("locked", 0, 2), ("open", 0, 0)), "the map to recover once the znode is readable")
+    wait_for(lambda: watcher.health().ok, timeout_s=WAIT_S, what="the watcher healthy again")
+    assert metrics.value("tiered_kafka_agent_leadership_healthy") == 1
+    assert metrics.value("tiered_kafka_agent_leadership_failures_total") == watcher.health().failures >= 3  # counted, never reset
+    assert "after a failed ZooKeeper watch: leadership view rebuilt" in caplog.text
+
+    zk.set("/brokers/topics/locked/partitions/0/state", json.dumps({"leader": 5, "leader_epoch": 3, "isr": [5]}).encode())
+    seen.wait_for(lambda m: m == led(("open", 0, 0)), "a change seen through the rebuilt watches")
 
 
 def test_an_expired_session_keeps_the_map_and_rebuilds_the_watches(zookeeper_kafka, name, start_zk_watcher, caplog) -> None:
@@ -418,6 +469,8 @@ def test_kraft_poll_failure_keeps_the_previous_map(start_kafka, watchers, caplog
     assert len(failures) >= 2 and all(r.levelno == logging.WARNING and "keeping the previous map" in r.getMessage() for r in failures)
     assert seen.calls == [expected]
     assert watcher.current() == expected
+    health = watcher.health()  # the agent's health says the map is held, not followed
+    assert not health.ok and health.failures >= 2 and "leadership poll" in (health.problem or "")
 
 
 def test_kraft_start_fails_loudly_when_unreachable(watchers) -> None:

@@ -46,7 +46,7 @@ from tiered_kafka.registry import Registry
 from tiered_kafka_agent.audit import audit_partition
 from tiered_kafka_agent.rebuild import rebuild_registry
 from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
-from tiered_kafka_agent.retry import RetryPolicy
+from tiered_kafka.retry import RetryPolicy
 
 pytestmark = pytest.mark.integration
 
@@ -273,7 +273,7 @@ def test_a_leadership_move_between_differently_rolled_replicas(zookeeper_kafka, 
             assert all(v == _value(p, o) for o, v in zip(offsets, values)), p
 
     # rebuilt from S3 alone (into another namespace): the same ranges, first offsets included
-    store = RemoteStore(s3, s3_bucket, keyspace, transfer_config(64 << 20, 8 << 20, 2), RetryPolicy(max_attempts=3))
+    store = RemoteStore(s3, s3_bucket, keyspace, transfer_config(64 << 20, 8 << 20, 2), RetryPolicy(attempts=3))
     rebuilt = Registry(redis.Redis.from_url(redis_server.url), cluster, namespace="rebuilt")
     rebuild_registry(store, rebuilt)
 

@@ -21,7 +21,7 @@ from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.local_segments import list_segments, open_segment, read_stats
 from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks, transfer_config
-from tiered_kafka_agent.retry import RetryPolicy
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.segment_tail import segment_tail
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def _replica(directory: Path, batches: list[bytes], roll_after: list[int]) -> Pa
 
 
 def _store(s3_server, bucket: str, threshold: int = 64 * MIB) -> RemoteStore:
-    return RemoteStore(s3_server.client(), bucket, Keyspace("tk", "two-agents", 0), transfer_config(threshold, max(5 * MIB, threshold), 4), RetryPolicy(max_attempts=3, base_s=0.01))
+    return RemoteStore(s3_server.client(), bucket, Keyspace("tk", "two-agents", 0), transfer_config(threshold, max(5 * MIB, threshold), 4), RetryPolicy(attempts=3, base_s=0.01))
 
 
 def _upload(store: RemoteStore, directory: Path, base: int, *, first_offset: int | None = None):

@@ -26,7 +26,7 @@ from tiered_kafka_agent import two_leaders
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.partition_uploader import PartitionUploader
 from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
-from tiered_kafka_agent.retry import RetryPolicy
+from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.two_leaders import ReplicaDivergedError
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ class Side:
         client = s3_server.client()
         self.requests: Counter[tuple[str, str]] = Counter()
         client.meta.events.register("before-parameter-build.s3", self._count)
-        self.store = RemoteStore(client, bucket, Keyspace("tk", cluster, 0), transfer_config(64 * MIB, 8 * MIB, 2), RetryPolicy(max_attempts=3, base_s=0.01))
+        self.store = RemoteStore(client, bucket, Keyspace("tk", cluster, 0), transfer_config(64 * MIB, 8 * MIB, 2), RetryPolicy(attempts=3, base_s=0.01))
         self.registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
         self.s3 = client
         self.bucket = bucket
@@ -56,7 +56,7 @@ class Side:
     def uploader(self, log_dir: Path) -> PartitionUploader:
         checkpoint_high_watermarks(log_dir)  # the replicas, written by hand: all committed
         return PartitionUploader(
-            "t", 0, [log_dir], self.store, self.registry, AgentMetrics(), threading.BoundedSemaphore(4), RetryPolicy(max_attempts=3, base_s=0.01), 0.05, upload_window=4
+            "t", 0, [log_dir], self.store, self.registry, AgentMetrics(), threading.BoundedSemaphore(4), RetryPolicy(attempts=3, base_s=0.01), 0.05, upload_window=4
         )
 
     def ranges(self) -> list[tuple[int, int, int]]:
@@ -135,7 +135,7 @@ def test_remote_retentions_sweep_keeps_a_straddling_upload_not_registered_yet(si
     _upload(side.store, _replica(tmp_path / "b", batches, [5]), 0, first_offset=16)  # ours: 0..23, active 24
     ours = {k for k, _ in side.store.list_keys(side.store.keyspace.partition_prefix("t", 0)) if f"{0:020d}." in k}
     assert side.key(0) in ours
-    RemoteRetention(side.registry, side.store, RemoteRetentionSettings(bytes=10**12), RetryPolicy(max_attempts=3, base_s=0.01)).run_once()
+    RemoteRetention(side.registry, side.store, RemoteRetentionSettings(bytes=10**12), RetryPolicy(attempts=3, base_s=0.01)).run_once()
     assert {k for k, _ in side.store.list_keys(side.store.keyspace.partition_prefix("t", 0)) if f"{0:020d}." in k} == ours
     assert [r[1] for r in side.ranges()] == [8]
 

@@ -38,7 +38,7 @@ def uploaded(kafka_server, tmp_path, redis_server, s3_server, s3_bucket):
 
 def _reader(settings, s3_server) -> ClusterReader:
     gateway = gateway_settings(settings, s3_server, cache={"segment_ttl_s": 0})
-    return ClusterReader(settings.cluster, gateway.clusters[settings.cluster], gateway)
+    return ClusterReader.connect(settings.cluster, gateway.clusters[settings.cluster], gateway)
 
 
 def _object(s3_server, settings, key: str) -> bytes:

@@ -158,17 +158,11 @@ def test_bulk_reader_reads_through_the_lb_while_a_replica_is_killed(replicas: Re
         check_exact(p, rows["offset"].to_pylist(), rows["value"].to_pylist(), ends[p])
 
 
-def test_spark_reads_through_the_lb_while_a_replica_is_killed(replicas: Replicas, stack: TieredStack) -> None:
-    from tiered_kafka.spark.session import local_session
-
+def test_spark_reads_through_the_lb_while_a_replica_is_killed(replicas: Replicas, stack: TieredStack, spark: Any) -> None:
     ends = remote_ends(stack)
-    spark = local_session("local[2]", "tiered-kafka-replicas")
-    try:
-        options = {"tiered.gateway.url": replicas.url, "tiered.cluster": stack.cluster, "subscribe": TOPIC}
-        killer = KillMidRead(replicas, replicas.gateways[0], after=segment_count(stack) // 3)
-        rows = spark.read.format("tiered-kafka").options(**options).load().select("partition", "offset", "value").collect()
-    finally:
-        spark.stop()
+    options = {"tiered.gateway.url": replicas.url, "tiered.cluster": stack.cluster, "subscribe": TOPIC}
+    killer = KillMidRead(replicas, replicas.gateways[0], after=segment_count(stack) // 3)
+    rows = spark.read.format("tiered-kafka").options(**options).load().select("partition", "offset", "value").collect()
     assert_killed_mid_read(replicas, killer)
     for p in range(PARTITIONS):
         mine = sorted((r["offset"], bytes(r["value"])) for r in rows if r["partition"] == p)

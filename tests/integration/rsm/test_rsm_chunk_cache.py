@@ -26,7 +26,7 @@ def _reader(s3_server: Any, bucket: str, **cache: Any) -> RsmClusterReader:
                 "access_key_id": s3_server.access_key, "secret_access_key": s3_server.secret_key},
     }
     settings = load_settings(clusters={"rsm": cluster}, cache={"listing_ttl_s": 60, **cache})
-    return RsmClusterReader("rsm", settings.clusters["rsm"], settings)
+    return RsmClusterReader.connect("rsm", settings.clusters["rsm"], settings)
 
 
 def test_header_windows_share_one_fetched_chunk(s3_server: Any, s3_bucket: str) -> None:

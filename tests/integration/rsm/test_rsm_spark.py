@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,15 +10,6 @@ import pytest
 from tests.integration.rsm.conftest import VARIANTS, RsmBucket, expected_records, rsm_gateway
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from tiered_kafka.spark.session import local_session
-
-    session = local_session("local[2]", "tiered-kafka-rsm-tests")
-    yield session
-    session.stop()
 
 
 def test_spark_reads_each_variant(rsm_bucket: RsmBucket, spark: Any) -> None:

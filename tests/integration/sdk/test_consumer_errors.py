@@ -1,5 +1,6 @@
-"""Errors TieredConsumer must not lose: OFFSET_OUT_OF_RANGE of several partitions when handling one
-fails, and a failed commit on revoke (unassign, or a rebalance in subscribe mode: the next poll) or
+"""Errors TieredConsumer must not lose (one error channel, ``tiered_kafka.consumer.channel``):
+OFFSET_OUT_OF_RANGE of several partitions when handling one fails, a recorded gap under
+``tiered.remote.gap.policy=error``, and a failed commit on revoke (unassign, or a rebalance in subscribe mode: the next poll) or
 close (raised as confluent-kafka's commit raises it)."""
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from tests.integration.sdk.conftest import PARTITIONS
 from tests.integration.sdk.test_consumer_modes import check_exact, expected_offsets, read_all
 from tests.support.flaky_proxy import FlakyProxy
-from tests.support.stack_env import TieredStack, gateway_server
+from tests.support.stack_env import TieredStack, gateway_server, topic_with_a_lost_segment
 from tests.support.transactions import UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.consumer import TieredConsumer
-from tiered_kafka.errors import RemoteReadError
 
 pytestmark = pytest.mark.integration
 
 
 def test_out_of_range_of_every_partition_survives_a_failure_of_one(retained: tuple[TieredStack, dict[int, int]]) -> None:
     """KAFKA_PREFERRED from offset 0, below Kafka's log start on both partitions: Kafka answers
-    OFFSET_OUT_OF_RANGE for each, and the gateway (asked where remote storage is) is down. The
-    error is raised; once the gateway is back, *both* partitions go on from remote storage."""
+    OFFSET_OUT_OF_RANGE for each, and the gateway (asked where remote storage is) is down. Each
+    partition's error message (``_TRANSPORT``) comes again at every poll and no record is
+    delivered; once the gateway is back, *both* partitions go on from remote storage."""
     stack, _ = retained
     host, port = stack.gateway_url.removeprefix("http://").split(":")
     proxy = FlakyProxy(host, int(port))
@@ -32,20 +33,59 @@ def test_out_of_range_of_every_partition_survives_a_failure_of_one(retained: tup
     consumer = TieredConsumer(config)
     consumer.assign([TopicPartition("orders", p, 0) for p in range(PARTITIONS)])
     try:
-        raised = 0
+        surfaced: dict[int, int] = {p: 0 for p in range(PARTITIONS)}
         for _ in range(40):
-            try:
-                assert consumer.consume(100, 0.2) == []
-            except RemoteReadError:
-                raised += 1
-                if raised >= 3:
-                    break
-        assert raised >= 3, "the gateway failure was not surfaced"
+            for message in consumer.consume(100, 0.2):
+                error = message.error()
+                assert error is not None and error.code() == KafkaError._TRANSPORT, f"{message.partition()}@{message.offset()}: {error}"
+                assert message.topic() == "orders" and message.offset() == 0 and "RemoteReadError" in error.str(), error.str()
+                surfaced[message.partition()] += 1
+            if min(surfaced.values()) >= 3:
+                break
+        assert min(surfaced.values()) >= 3, f"the gateway failure was not surfaced for each partition: {surfaced}"
         proxy.down = False
         check_exact(read_all(consumer, {p: len(expected_offsets(p)) for p in range(PARTITIONS)}))
     finally:
         consumer.close()
         proxy.close()
+
+
+def test_a_recorded_gap_under_the_error_policy_is_the_partitions_error_message(retained: tuple[TieredStack, dict[int, int]]) -> None:
+    """REMOTE_ONLY with ``tiered.remote.gap.policy=error`` over a topic whose second segment remote
+    storage lost: every record before the gap, then the partition's OFFSET_OUT_OF_RANGE message naming
+    the gap (again at the next poll, the position staying at the gap), and after a seek past it the
+    rest of what remote storage holds."""
+    stack, _ = retained
+    topic = "orders-gappy"
+    lost = topic_with_a_lost_segment(stack, topic, 400)
+    consumer = TieredConsumer(stack.consumer_config("REMOTE_ONLY", **{"tiered.remote.gap.policy": "error", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        records: list[int] = []
+        errors: list = []
+        for _ in range(100):
+            for message in consumer.consume(500, 0.2):
+                (records if message.error() is None else errors).append(message.offset() if message.error() is None else message)
+            if len(errors) >= 2:
+                break
+        assert records == list(range(lost.base_offset)), "every record before the gap, once"
+        assert len(errors) >= 2, "the gap was not reported again"
+        for message in errors:
+            error = message.error()
+            assert (message.topic(), message.partition(), message.offset()) == (topic, 0, lost.base_offset)
+            assert error.code() == KafkaError.OFFSET_OUT_OF_RANGE and not error.retriable(), error
+            assert f"offsets {lost.base_offset}..{lost.last_offset}" in error.str() and "test: segment lost" in error.str(), error.str()
+        assert consumer.position([TopicPartition(topic, 0)])[0].offset == lost.base_offset
+        consumer.seek(TopicPartition(topic, 0, lost.last_offset + 1))
+        last = max(s.last_offset for s in stack.registry.segments(topic, 0))  # REMOTE_ONLY: up to remote storage's end
+        after: list[int] = []
+        for _ in range(100):
+            after += [m.offset() for m in consumer.consume(500, 0.2) if m.error() is None]
+            if after and after[-1] >= last:
+                break
+        assert after == list(range(lost.last_offset + 1, last + 1))
+    finally:
+        consumer.close()
 
 
 def test_a_failed_commit_on_revoke_or_close_raises(start_kafka, tmp_path: Path, redis_server, s3_server, s3_bucket) -> None:

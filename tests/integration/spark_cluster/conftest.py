@@ -26,10 +26,21 @@ def spark_cluster() -> Iterator[SparkStandaloneCluster]:
         yield cluster
 
 
+def stop_local_spark() -> None:
+    """Stop the shared local session (``tests/conftest.py``) if it runs: a process holds one
+    SparkContext, and ``cluster_session`` refuses to connect beside one on another master."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None and not active.master.startswith("spark://"):
+        active.stop()
+
+
 @pytest.fixture(scope="module")
 def spark(spark_cluster: SparkStandaloneCluster) -> Iterator[Any]:
     from tiered_kafka.spark.cluster_session import cluster_session
 
+    stop_local_spark()
     session = cluster_session(spark_cluster.master_url, "tiered-kafka-cluster-tests", executors=WORKERS)
     yield session
     session.stop()

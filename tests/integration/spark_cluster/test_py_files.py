@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.spark.conftest import EVENTS, EVENTS_PARTITIONS, read_options, records_on_disk
-from tests.integration.spark_cluster.conftest import WORKERS, registered_executors
+from tests.integration.spark_cluster.conftest import WORKERS, registered_executors, stop_local_spark
 from tests.support.stack_env import TieredStack
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.spark.cluster_session import cluster_session, package_zip
@@ -28,6 +28,7 @@ ZIP_NAME = "tiered_kafka_sdk.zip"
 def zip_spark(spark_cluster: SparkStandaloneCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     sdk_zip = package_zip(tmp_path_factory.mktemp("py-files") / ZIP_NAME)
     path_before = list(sys.path)
+    stop_local_spark()
     session = cluster_session(spark_cluster.master_url, "tiered-kafka-py-files", executors=WORKERS, py_files=[sdk_zip], pure_python_executors=True)
     yield session
     session.stop()

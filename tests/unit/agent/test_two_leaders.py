@@ -17,7 +17,7 @@ from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.spark.backfill import expected_from_registry, registry_control_records
 from tiered_kafka_agent.conditional_writes import s3_error_code
 from tiered_kafka_agent.remote_store import RemoteStore, registered_from, transfer_config
-from tiered_kafka_agent.retry import RetryPolicy
+from tiered_kafka.retry import RetryPolicy
 
 
 def _segment() -> tuple[SegmentEntry, bytes]:
@@ -96,7 +96,7 @@ class _Store:
 
 def test_a_store_that_ignores_conditional_writes_is_refused() -> None:
     client = _Store()
-    store = RemoteStore(client, "b", Keyspace("tk", "c", 0), transfer_config(8 << 20, 8 << 20, 1), RetryPolicy(max_attempts=1))
+    store = RemoteStore(client, "b", Keyspace("tk", "c", 0), transfer_config(8 << 20, 8 << 20, 1), RetryPolicy(attempts=1))
     with pytest.raises(ConfigError, match=r"http://store\.example:9000 \(bucket b\).*ignores conditional writes"):
         store.check_conditional_writes("tk/c/")
     assert client.objects == {}  # the probe is deleted

@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.batches import Rec, build_control, build_v2
 from tests.support.transactions import write_transactional_log
-from tiered_kafka.columnar_read import LOOKAHEAD_BYTES, LOOKAHEAD_MAX_BYTES, ColumnarSelector, decode_planned, finish_read
+from tiered_kafka.columnar_read import ColumnarSelector, decode_planned, finish_read
+from tiered_kafka.read_on import FIRST_PLAN_BYTES
 from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.gateway_client import Plan, PlannedRange
@@ -203,7 +204,7 @@ def test_finish_read_reads_on_for_the_marker_else_warns_once(segments: Any, stab
                "open in remote storage: at or past its last stable offset, or its marker is not uploaded yet)")
     found = MarkerGateway(marker)
     selector, offsets = read(found)
-    looked_ahead = [(22, min(LOOKAHEAD_BYTES, LOOKAHEAD_MAX_BYTES))] if stable_end is None else []
+    looked_ahead = [(22, FIRST_PLAN_BYTES)] if stable_end is None else []  # read_on's first plan
     assert found.plans == looked_ahead  # at or past a known stable end nothing is read on: no marker could deliver it
     if stable_end is None:  # the marker decides p11
         assert offsets == [0, 1, 2, 3, 4, 8, 13, 17, 19, 20, 21] and selector.undecided_records == 0 and not caplog.records

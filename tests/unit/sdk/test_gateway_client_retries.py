@@ -3,8 +3,9 @@
 Every gateway call is an idempotent GET: a connection refused, reset or closed before the answer,
 a timeout, and a 429/502/503/504 (the gateway's, or a load balancer's with no live replica) are
 sent again with bounded, jittered backoff; a 500, a 502 ``corrupt_remote_data``, every 4xx and a
-request that cannot be sent at all are raised at once. The rule lives in ``gateway_retry``;
-``gateway_client`` re-exports it (and ``gateway_plan``'s names) for its many importers.
+request that cannot be sent at all are raised at once. The policy is ``tiered_kafka.retry``'s (its
+own tests: tests/unit/sdk/test_retry.py), the rule for answers ``tiered_kafka.errors.transient_answer``;
+``gateway_client`` re-exports the latter (and ``gateway_plan``'s names) for its many importers.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from tiered_kafka import gateway_client, gateway_plan, gateway_retry
-from tiered_kafka.errors import GatewayRequestError, RemoteReadError
-from tiered_kafka.gateway_client import GatewayClient
-from tiered_kafka.gateway_retry import MAX_BACKOFF_S, backoff_s, transient_answer, transient_error
+from tiered_kafka import errors, gateway_client, gateway_plan, retry
+from tiered_kafka.errors import GatewayRequestError, RemoteReadError, transient_answer
+from tiered_kafka.gateway_client import MAX_BACKOFF_S, GatewayClient
+from tiered_kafka.retry import is_transient
 
 TOPICS = {"topics": [{"name": "t", "partitions": [0]}]}
 
@@ -26,7 +27,7 @@ TOPICS = {"topics": [{"name": "t", "partitions": [0]}]}
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     """The backoff sleeps asked, recorded instead of slept."""
     asked: list[float] = []
-    monkeypatch.setattr(gateway_retry, "_sleep", asked.append)  # not time.sleep: other threads of the session sleep too
+    monkeypatch.setattr(retry, "_sleep", asked.append)  # not time.sleep: other threads of the session sleep too
     yield asked
 
 
@@ -79,7 +80,7 @@ def test_which_answers_are_transient(status_code: int, code: str | None, transie
     ],
 )  # fmt: skip
 def test_which_transport_failures_are_transient(error: type[httpx.TransportError], transient: bool) -> None:
-    assert transient_error(error("x")) is transient
+    assert is_transient(error("x")) is transient
 
 
 @pytest.mark.parametrize("failure", [raising(httpx.ReadError), raising(httpx.RemoteProtocolError), raising(httpx.ConnectError), status(502), status(503), status(504)])
@@ -95,7 +96,7 @@ def test_retries_are_bounded_then_the_last_error_is_raised(sleeps: list[float]) 
     with pytest.raises(RemoteReadError, match="failed after 4 attempts: gateway answered 504"):
         client.topics()
     assert len(seen) == 4 and len(sleeps) == 3
-    assert all(0.05 * 2**i <= s <= 0.1 * 2**i for i, s in enumerate(sleeps))
+    assert all(0 <= s <= 0.1 * 2**i for i, s in enumerate(sleeps))  # full jitter below base * 2**(failures - 1)
 
 
 @pytest.mark.parametrize("failure", [status(500, '{"error": {"code": "internal_error", "message": "bug"}}'), status(501)])
@@ -113,19 +114,35 @@ def test_a_request_that_cannot_be_sent_is_not_retried(sleeps: list[float]) -> No
     assert len(seen) == 1 and sleeps == []
 
 
-def test_backoff_doubles_with_jitter_and_is_capped() -> None:
-    assert [backoff_s(n, 0.1, lambda: 0.999999) for n in range(3)] == pytest.approx([0.1, 0.2, 0.4], rel=1e-5)
-    assert [backoff_s(n, 0.1, lambda: 0.0) for n in range(3)] == pytest.approx([0.05, 0.1, 0.2])
-    assert backoff_s(10, 0.1, lambda: 0.999999) == pytest.approx(MAX_BACKOFF_S, rel=1e-5)
-    assert backoff_s(10_000, 0.1, lambda: 0.0) == MAX_BACKOFF_S / 2  # no overflow for any attempt number
+def test_the_client_policy_is_retries_plus_one_attempts_capped_at_max_backoff() -> None:
+    client = GatewayClient("http://gw", "c1", retries=3, backoff_s=0.1)
+    try:
+        assert (client.retry.attempts, client.retry.base_s, client.retry.cap_s) == (4, 0.1, MAX_BACKOFF_S)
+        assert client.retry.delay(10_000, draw=lambda: 0.999999) == pytest.approx(MAX_BACKOFF_S, rel=1e-5)
+    finally:
+        client.close()
+
+
+def test_a_presigned_get_answered_503_is_retried_then_named(sleeps: list[float]) -> None:
+    plan_range = gateway_plan.PlannedRange(start=0, end=10, first_offset=0, last_offset=1, url="http://s3/b/k?X-Amz-Signature=secret", range_header="bytes=0-9")
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(503, text="<Error><Message>slow down</Message></Error>")
+
+    with GatewayClient("http://gw", "c1", retries=2, backoff_s=0.1, transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(RemoteReadError, match="failed after 3 attempts: S3 answered 503") as raised:
+            client.fetch(plan_range)
+    assert len(seen) == 3 and len(sleeps) == 2 and "secret" not in str(raised.value)
 
 
 def test_the_split_out_names_stay_importable_from_gateway_client() -> None:
     """``from tiered_kafka.gateway_client import coalesce_ranges`` (and the rest) keeps working: the
-    very objects of ``gateway_plan`` and ``gateway_retry``, listed in ``gateway_client.__all__``."""
+    very objects of ``gateway_plan`` and ``errors``, listed in ``gateway_client.__all__``."""
     moved = {
         gateway_plan: ["ChunkedRange", "PlannedRange", "PlanGap", "Plan", "MIN_RANGE_BYTES", "coalesce_ranges", "read_gap"],
-        gateway_retry: ["MAX_BACKOFF_S", "TRANSIENT_STATUSES", "transient_answer", "transient_error", "backoff_s"],
+        errors: ["TRANSIENT_STATUSES", "transient_answer"],
     }
     for module, names in moved.items():
         for name in names:

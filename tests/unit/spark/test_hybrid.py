@@ -1,5 +1,5 @@
-"""Hybrid modes of the Spark source, pure logic: options, ``hybrid.split`` against TieredConsumer's
-``Handoff`` (the same ``modes`` contract), Kafka slices."""
+"""Hybrid modes of the Spark source, pure logic: options, ``hybrid.split`` (TieredConsumer's
+``Handoff`` driven over both tiers' bounds), Kafka slices."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiered_kafka.consumer.handoff import Handoff, ReadFrom, Reset, Skip
+from tiered_kafka.consumer.handoff import Handoff, ReadFrom
 from tiered_kafka.modes import Mode, Source
 from tiered_kafka.spark.hybrid import Piece, earliest_of, KafkaBounds, kafka_slices, split
 from tiered_kafka.spark.kafka_options import DEFAULT_POLL_TIMEOUT_MS
@@ -121,59 +121,6 @@ def test_split_refuses_other_modes() -> None:
         split(Mode.REMOTE_ONLY, 0, 1, None, 0)
 
 
-def handoff_walk(mode: Mode, start: int, end: int, remote: tuple[int, int] | None, log_start: int, stable: int | None = None) -> list[tuple[Source | None, int]]:
-    """The source of every offset of [start, end) as TieredConsumer's ``Handoff`` decides it (a
-    model of the two tiers: remote holds [remote), Kafka [log_start, ∞); under read_committed the
-    remote reader stops at ``stable``, its held point, unless Kafka refused it); None: skipped."""
-    held = remote if remote is not None and remote[1] > remote[0] else None
-
-    def holds(o: int) -> bool:
-        return held is not None and held[0] <= o < held[1]
-
-    handoff = Handoff(mode, kafka_configured=True, gap_skip=True)
-    out: list[tuple[Source | None, int]] = []
-    decision: object = handoff.start(start, lambda: holds(start))
-    refused = False  # the remote read follows Kafka's OFFSET_OUT_OF_RANGE: it reads past the held point
-    for _step in range(50):
-        if isinstance(decision, Skip):  # (it moves the position past the skipped offsets)
-            out += [(None, o) for o in range(decision.start, min(end, decision.end + 1))]
-            decision = decision.read
-            continue
-        at = handoff.position
-        assert at is not None
-        if at >= end:
-            break
-        if isinstance(decision, Reset):  # auto.offset.reset forward: the first offset a tier holds
-            firsts = [o for o in (log_start, None if held is None else held[0]) if o is not None and o > at]
-            target = min(firsts)
-            out += [(None, o) for o in range(at, min(end, target))]
-            decision = handoff.start(target, lambda t=target: holds(t))
-            continue
-        assert isinstance(decision, ReadFrom) and decision.offset == at
-        if decision.source is Source.KAFKA:
-            if at < log_start:
-                decision = handoff.kafka_out_of_range(log_start, None if held is None else (held[0], held[1] - 1))
-                refused = isinstance(decision, ReadFrom) and decision.source is Source.REMOTE
-                continue
-            out += [(Source.KAFKA, o) for o in range(at, end)]
-            break
-        if not holds(at):
-            decision = handoff.remote_end() if held is not None and at >= held[1] else handoff.remote_below_start()
-            continue
-        assert held is not None
-        hold = stable if stable is not None and not refused and stable < held[1] else None
-        if hold is not None and at >= hold:  # the remote reader holds `at` behind an open transaction
-            decision = handoff.remote_end(hold)
-            continue
-        stop = min(end, held[1], handoff.switch_back_at or end, hold or end)
-        out += [(Source.REMOTE, o) for o in range(at, stop)]
-        refused = False
-        decision = handoff.delivered(Source.REMOTE, stop)
-        if decision is None and stop < end:
-            decision = handoff.remote_end(hold)
-    return out
-
-
 @given(
     mode=st.sampled_from([R, K]),
     start=st.integers(0, 60),
@@ -182,16 +129,35 @@ def handoff_walk(mode: Mode, start: int, end: int, remote: tuple[int, int] | Non
     log_start=st.integers(0, 100),
     stable=st.none() | st.integers(0, 80),
 )
-def test_split_follows_the_handoff(mode: Mode, start: int, length: int, remote: tuple[int, int] | None, log_start: int, stable: int | None) -> None:
-    """Every offset once, contiguous pieces, and each offset from the tier TieredConsumer's handoff
-    reads it from (``stable``: read_committed's held point)."""
+def test_split_covers_the_range_from_the_tiers_that_hold_it(mode: Mode, start: int, length: int, remote: tuple[int, int] | None, log_start: int, stable: int | None) -> None:
+    """``split`` is ``Handoff`` driven over the two tiers (``hybrid.split``): every offset once, in
+    contiguous non-empty pieces; a remote piece inside what remote storage holds, a Kafka piece at
+    or after Kafka's log start and last (once on Kafka a read stays there), a lost piece in no tier;
+    KAFKA_PREFERRED reads remote storage only below Kafka's log start."""
     end = start + length
     stable = None if stable is None or remote is None or stable >= remote[1] else stable  # HybridContext.stable
     pieces = split(mode, start, end, remote, log_start, stable)
-    offsets = [(p.source, o) for p in pieces for o in range(p.start, p.end)]
-    assert [o for _s, o in offsets] == list(range(start, end))
+    held = remote if remote is not None and remote[0] < remote[1] else None
+    assert [o for p in pieces for o in range(p.start, p.end)] == list(range(start, end))
     assert all(p.start < p.end for p in pieces)
-    assert offsets == handoff_walk(mode, start, end, remote, log_start, stable)
+    for i, piece in enumerate(pieces):
+        if piece.source is Source.REMOTE:
+            assert held is not None and held[0] <= piece.start and piece.end <= held[1]
+            assert mode is R or piece.end <= log_start
+        elif piece.source is Source.KAFKA:
+            assert piece.start >= log_start and i == len(pieces) - 1
+        else:
+            assert piece.end <= log_start and (held is None or piece.end <= held[0] or piece.start >= held[1]), piece
+
+
+def test_split_drives_the_handoff() -> None:
+    """The one implementation: the pieces are what ``Handoff`` decides (a KAFKA_PREFERRED handoff
+    that Kafka refused below its log start reads remote storage up to it, then Kafka)."""
+    handoff = Handoff(K, kafka_configured=True, gap_skip=True)
+    assert handoff.start(0, lambda: True) == ReadFrom(Source.KAFKA, 0)
+    assert handoff.kafka_out_of_range(10, (0, 59)) == ReadFrom(Source.REMOTE, 0)
+    assert handoff.delivered(Source.REMOTE, 10) == ReadFrom(Source.KAFKA, 10)
+    assert split(K, 0, 100, (0, 60), 10) == [Piece(Source.REMOTE, 0, 10), Piece(Source.KAFKA, 10, 100)]
 
 
 def test_kafka_slices_and_earliest() -> None:
@@ -263,34 +229,22 @@ def test_kafka_rows_have_the_remote_rows_schema(include_headers: bool) -> None:
     assert rows.offsets == []  # flushed
 
 
-@given(
-    mode=st.sampled_from([R, K]),
-    first=st.integers(0, 50),
-    length=st.integers(1, 50),
-    end_extra=st.integers(-20, 20),
-    log_start=st.integers(0, 120),
+@pytest.mark.parametrize(
+    ("mode", "log_start", "end", "expected"),
+    [
+        # Kafka holds the whole gap 10..19: it reads it
+        (R, 0, 100, [Piece(Source.KAFKA, 10, 20)]),
+        (K, 10, 100, [Piece(Source.KAFKA, 10, 20)]),
+        # Kafka's log start inside the gap: the part below it is lost, Kafka reads the rest
+        (R, 15, 100, [Piece(None, 10, 15, "in a recorded gap of remote storage (lost) and no longer in Kafka"), Piece(Source.KAFKA, 15, 20)]),
+        (K, 12, 15, [Piece(None, 10, 12, "in a recorded gap of remote storage (lost) and no longer in Kafka"), Piece(Source.KAFKA, 12, 15)]),
+        # the gap wholly below Kafka's log start: REMOTE_ONLY's handling
+        (R, 20, 100, None),
+        (K, 30, 100, None),
+    ],
 )
-def test_gap_pieces_follow_the_handoff(mode: Mode, first: int, length: int, end_extra: int, log_start: int) -> None:
-    """A recorded gap first..last in a remote piece: Kafka's and lost pieces as ``Handoff.gap`` decides
-    them (the handoff knowing Kafka's log start, as after an OFFSET_OUT_OF_RANGE)."""
+def test_gap_pieces_follow_the_handoff(mode: Mode, log_start: int, end: int, expected: list[Piece] | None) -> None:
+    """A recorded gap 10..19 in a remote piece ending at ``end``: Kafka's and lost pieces as ``Handoff.gap`` decides them."""
     from tiered_kafka.spark.hybrid import gap_pieces
 
-    last = first + length - 1
-    end = max(first + 1, last + 1 + end_extra)
-    pieces = gap_pieces(mode, first, last, end, log_start, "lost")
-    handoff = Handoff(mode, kafka_configured=True, gap_skip=True)
-    handoff.start(first, lambda: True)
-    handoff.kafka_log_start = log_start
-    decision = handoff.gap(first, last, "lost")
-    stop = min(last + 1, end)
-    if isinstance(decision, ReadFrom):
-        assert decision.source is Source.KAFKA and pieces == [Piece(Source.KAFKA, first, stop)]
-    else:
-        assert isinstance(decision, Skip)
-        if decision.read is None:  # no tier holds the gap: REMOTE_ONLY's handling
-            assert pieces is None
-        else:
-            assert pieces is not None and decision.read.source is Source.KAFKA
-            kafka_from = decision.read.offset
-            lost = Piece(None, first, min(kafka_from, stop), "in a recorded gap of remote storage (lost) and no longer in Kafka")
-            assert pieces == [p for p in (lost, Piece(Source.KAFKA, kafka_from, stop)) if p.start < p.end]
+    assert gap_pieces(mode, 10, 19, end, log_start, "lost") == expected

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
+from tests.support.agent_env import wait_for
 from tiered_kafka_gateway.caches import ENTRY_OVERHEAD, LRU, BackgroundLoads
 
 
@@ -25,10 +25,12 @@ def test_bounded_by_bytes_with_counters() -> None:
 
 
 def test_entries_expire_after_their_ttl() -> None:
-    cache: LRU[str, bytes] = LRU("t", 10_000, len, ttl_s=0.05)
+    now = [100.0]
+    cache: LRU[str, bytes] = LRU("t", 10_000, len, ttl_s=0.05, clock=lambda: now[0])
     cache.get_or_load("k", lambda: b"1")
+    now[0] += 0.05  # at the TTL: still fresh
     assert cache.get_or_load("k", lambda: b"2") == b"1"
-    time.sleep(0.06)
+    now[0] += 0.01
     assert cache.get_or_load("k", lambda: b"2") == b"2" and cache.misses == 2
 
 
@@ -45,7 +47,7 @@ def test_concurrent_loads_of_one_key_run_once_and_share_errors() -> None:
     threads = [threading.Thread(target=lambda: results.append(cache.get_or_load("k", load))) for _ in range(5)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    wait_for(lambda: cache.hits == 4, timeout_s=10, what="four callers waiting for the one load")  # each counts a hit, then waits
     release.set()
     for t in threads:
         t.join(5)
