@@ -329,6 +329,23 @@ def _get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
+def cli_exports(gateway_url: str, cluster: str, bootstrap: str) -> dict[str, str]:
+    """The ``export`` lines the ``tiered-kafka`` CLI reads (``tiered_kafka.cli_config.SETTINGS``); the demo gateway has no token."""
+    from tiered_kafka.cli_config import SETTINGS
+
+    values = {"gateway": gateway_url, "cluster": cluster, "bootstrap_servers": bootstrap}
+    return {SETTINGS[name][0]: value for name, value in values.items()}
+
+
+def try_command() -> str:
+    """The one command ``make run`` suggests after its exports: the first records of partition 0, whose
+    early offsets only remote storage still holds. ``tiered-kafka`` by its path when it is not on PATH."""
+    import shutil
+
+    cli = "tiered-kafka" if shutil.which("tiered-kafka") else shlex.quote(str(Path(sys.executable).parent / "tiered-kafka"))
+    return f"{cli} cat {DEMO_TOPIC} 0 --to 10"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiered_kafka_dev.stack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20_000, help="sample records to produce")
@@ -408,8 +425,10 @@ def main(argv: list[str] | None = None) -> int:
                 spark_dir = Path(stages["readers"].enter_context(tempfile.TemporaryDirectory(prefix="tiered-kafka-spark-")))
                 spark_demo(gateway.url, CLUSTER, DEMO_TOPIC, redis_server.url, spark_dir)
             print()
+            exports.update(cli_exports(gateway.url, CLUSTER, bootstrap))
             for key, value in exports.items():
                 print(f"export {key}={shlex.quote(value)}")
+            print(f"\nthen try:  {try_command()}")
             sys.stdout.flush()
             if args.exit_after_demo:
                 print("stopping ...", file=sys.stderr, flush=True)

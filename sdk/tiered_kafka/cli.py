@@ -1,9 +1,8 @@
-"""``tiered-kafka``: cat or tail one partition, in any consumption mode, through TieredConsumer;
-export remote history to Parquet or Arrow through the bulk API.
-
-    tiered-kafka cat  --gateway http://gw:8080 --cluster prod orders 3 --from 0 --to 100000 > out.jsonl
-    tiered-kafka tail --gateway http://gw:8080 --cluster prod --bootstrap-servers k:9092 orders 3
-    tiered-kafka export --gateway http://gw:8080 --cluster prod orders [3] --format parquet --output orders.parquet
+"""``tiered-kafka``: list and describe topics, cat or tail one partition in any consumption mode through
+TieredConsumer, export remote history to Parquet, Arrow or Iceberg through the bulk API. What users read
+is the parser's help (``HELP``, each subcommand's description and example); where the gateway, the
+cluster, the token and Kafka come from: ``tiered_kafka.cli_config``; ``topics`` and ``describe``:
+``tiered_kafka.cli_describe``; why the commands are shaped so: docs/design-notes.md.
 
 ``cat`` reads ``--from`` (default: earliest) up to ``--to`` (exclusive; default: the end when the
 command starts) and exits; ``tail`` goes on reading new records until Ctrl-C. Records go to
@@ -27,17 +26,16 @@ past the end: an explicit ``--from`` is never moved by auto.offset.reset), a rec
 Exit status: 0 done, 1 a read failed or nothing of the range could be read (the message names the
 offset and the cause), 2 bad usage.
 
-``export`` (decision: a subcommand of its own, not a ``cat --format``: cat streams lines through
-``TieredConsumer`` in any mode, export writes columnar files from remote storage only) reads a
-whole topic, or one partition's ``--from``/``--to``, with ``tiered_kafka.bulk.BulkReader`` (no
-per-record Python) and writes ``--output`` as Parquet (``--format parquet``) or an Arrow IPC file
-(``--format arrow``), with the bulk API's columns (``bulk.bulk_schema``; ``--include-headers`` adds
-``headers``). The file is written to ``PATH.partial`` and renamed when the read succeeds, so a failed
-export leaves no file behind. The same rules as ``cat``: read_committed by default, stopping at the
-remote last stable offset (what was held back is named on stderr); a recorded gap fails unless
-``--skip-gaps`` (each gap skipped is named); offsets not in remote storage are OFFSET_OUT_OF_RANGE;
-an export that gets no record exits 1 (an empty range asked for explicitly exits 0, writing a file
-with the columns and no row).
+``export`` reads a whole topic, or one partition's ``--from``/``--to``, with
+``tiered_kafka.bulk.BulkReader`` (no per-record Python) and writes ``--output`` as Parquet
+(``--format parquet``) or an Arrow IPC file (``--format arrow``), with the bulk API's columns
+(``bulk.bulk_schema``; ``--include-headers`` adds ``headers``), or appends to an Iceberg table
+(``tiered_kafka.iceberg.cli``). The file is written to ``PATH.partial`` and renamed when the read
+succeeds, so a failed export leaves no file behind. The same rules as ``cat``: read_committed by
+default, stopping at the remote last stable offset (what was held back is named on stderr); a
+recorded gap fails unless ``--skip-gaps`` (each gap skipped is named); offsets not in remote storage
+are OFFSET_OUT_OF_RANGE; an export that gets no record exits 1 (an empty range asked for explicitly
+exits 0, writing a file with the columns and no row).
 """
 
 from __future__ import annotations
@@ -48,16 +46,19 @@ import json
 import logging
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from tiered_kafka.cli_args import add_export_arguments
-from tiered_kafka.consumer import TieredConsumer
-from tiered_kafka.errors import GatewayRequestError, RemoteGapError, TieredKafkaError
+from tiered_kafka.cli_args import add_connection_arguments, add_export_arguments
+from tiered_kafka.cli_config import SETTINGS, Connection, resolve
+from tiered_kafka.errors import ConfigError, GatewayRequestError, RemoteGapError, TieredKafkaError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
 from tiered_kafka.remote_read import visible_until
+
+if TYPE_CHECKING:
+    from tiered_kafka.consumer import TieredConsumer
 
 #: seconds without a record at one position before ``cat`` asks remote storage whether anything
 #: visible is left before its end (an open transaction, or only control batches, end the read)
@@ -69,13 +70,22 @@ class Refused(TieredKafkaError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+    try:
+        args, connection = _parse(argv)
+    except ConfigError as err:
+        print(f"tiered-kafka: {err}", file=sys.stderr)
+        return 2
     _warnings_to_stderr()
     if args.command == "export":
         from tiered_kafka.cli_export import export  # (pyarrow's writers: loaded only for export)
 
         return export(args, describe)
+    if args.command in ("topics", "describe"):
+        return _inspect(args, connection)
+    from tiered_kafka.consumer import TieredConsumer  # (loaded only for cat and tail: a second of imports)
+
     config: dict[str, Any] = {
+        **connection.kafka,
         "tiered.mode": args.mode,
         "group.id": "tiered-kafka-cli",
         "enable.auto.commit": False,
@@ -108,16 +118,28 @@ def main(argv: list[str] | None = None) -> int:
         return _run(consumer, gateway, args, sys.stdout)
     except KeyboardInterrupt:
         return 0
-    except Refused as err:
-        print(f"tiered-kafka: {args.topic}-{args.partition}: {err}", file=sys.stderr)
-        return 1
     except (TieredKafkaError, KafkaException) as err:
-        print(f"tiered-kafka: {args.topic}-{args.partition}: read failed: {describe(err)}", file=sys.stderr)
-        return 1
+        return _failed(f"{args.topic}-{args.partition}", err, "read failed: ")
     finally:
         consumer.close()
         if gateway is not None:
             gateway.close()
+
+
+def _inspect(args: argparse.Namespace, connection: Connection) -> int:
+    """``topics`` or ``describe``: exit 0, or 1 naming why (Kafka's error name where there is one)."""
+    from tiered_kafka.cli_describe import describe_command, topics_command
+
+    try:
+        return (topics_command if args.command == "topics" else describe_command)(args, connection, sys.stdout)
+    except (TieredKafkaError, KafkaException) as err:
+        return _failed("topics" if args.command == "topics" else args.topic, err)
+
+
+def _failed(where: str, err: TieredKafkaError | KafkaException, prefix: str = "") -> int:
+    """Say why on stderr (``Refused`` says it whole; other errors after ``prefix``); the exit status, 1."""
+    print(f"tiered-kafka: {where}: {err if isinstance(err, Refused) else prefix + describe(err)}", file=sys.stderr)
+    return 1
 
 
 def describe(err: BaseException) -> str:
@@ -255,41 +277,112 @@ def _bytes_field(name: str, data: bytes | None) -> dict[str, Any]:
         return {name: base64.b64encode(data).decode("ascii"), f"{name}_encoding": "base64"}
 
 
+HELP = """\
+Read Kafka topics whose older history lives in remote storage (S3, through a tiered-kafka gateway)
+and whose recent records are in Kafka.
+
+Where to read: the options, else these environment variables, else a configuration file
+(-F FILE, else $TIERED_KAFKA_CONFIG, else ~/.config/tiered-kafka/config; key=value lines):
+  TIERED_KAFKA_GATEWAY_URL         tiered.gateway.url=http://gw:8080
+  TIERED_KAFKA_CLUSTER             tiered.cluster=prod
+  TIERED_KAFKA_TOKEN               tiered.gateway.token=...   (chmod 600 the file)
+  TIERED_KAFKA_BOOTSTRAP_SERVERS   bootstrap.servers=kafka:9092
+The file's other keys (security.protocol, sasl.mechanism, ...) go to the Kafka client.
+
+examples:
+  export TIERED_KAFKA_GATEWAY_URL=http://gw:8080 TIERED_KAFKA_CLUSTER=prod
+  tiered-kafka topics
+  tiered-kafka describe orders
+  tiered-kafka cat orders 3 --from 0 --to 1000 > orders-3.jsonl
+
+exit status: 0 done; 1 nothing (more) could be read, the message says why (with Kafka's error
+name, e.g. UNKNOWN_TOPIC_OR_PART, TOPIC_AUTHORIZATION_FAILED, OFFSET_OUT_OF_RANGE); 2 bad usage.
+"""
+
+#: name -> (one line for the command list, what it does, its example)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "topics": (
+        "list topics with partition counts and what remote storage holds",
+        "List the cluster's topics that have remote data (those the token may read) with their partition count and\n"
+        "remote bytes, segments and offsets; with bootstrap servers, Kafka's topics too.",
+        "tiered-kafka topics --json",
+    ),
+    "describe": (
+        "show each partition of a topic: remote range, Kafka's range, gaps",
+        "For each partition of TOPIC: the offsets in remote storage and in Kafka, where remote coverage starts,\n"
+        "recorded gaps with their reasons, remote bytes and the oldest remote timestamp.",
+        "tiered-kafka describe orders --json",
+    ),
+    "cat": (
+        "write a range of offsets of one partition to stdout and exit",
+        "Write the records of one partition from --from (default: the earliest) up to --to (exclusive; default:\n"
+        "the end now) to stdout, one JSON object per line (offset, timestamp, key, value, headers), then exit.\n"
+        "Reads remote storage through the gateway and, with bootstrap servers, Kafka.",
+        "tiered-kafka cat orders 3 --from 0 --to 100000 > orders-3.jsonl",
+    ),
+    "tail": (
+        "write one partition's records to stdout and follow new ones",
+        "Like cat, then wait for new records and write them as they arrive, until Ctrl-C.",
+        "tiered-kafka tail orders 3 --format value",
+    ),
+    "export": (
+        "write remote history to a Parquet, Arrow IPC file or Iceberg table",
+        "Read a topic (or one partition's --from/--to) from remote storage in bulk and write a Parquet file,\n"
+        "an Arrow IPC file, or append to an Iceberg table (a rerun appends only what is new).",
+        "tiered-kafka export orders --format parquet --output orders.parquet",
+    ),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tiered-kafka", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("cat", "read a range of offsets and exit"), ("tail", "read from an offset on, following new records")):
-        sub = commands.add_parser(name, help=text)
+    parser = argparse.ArgumentParser(prog="tiered-kafka", description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str) -> argparse.ArgumentParser:
+        summary, text, example = COMMANDS[name]
+        return commands.add_parser(name, help=summary, description=text, epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    sub = command("topics")
+    add_connection_arguments(sub)
+    sub.add_argument("--json", action="store_true", help="print one JSON document (default: a table)")
+    sub = command("describe")
+    sub.add_argument("topic")
+    add_connection_arguments(sub)
+    sub.add_argument("--json", action="store_true", help="print one JSON document (default: a table)")
+    for name in ("cat", "tail"):
+        sub = command(name)
         sub.add_argument("topic")
         sub.add_argument("partition", type=int)
-        sub.add_argument("--gateway", help="gateway URL (TieredConsumer's tiered.gateway.url)")
-        sub.add_argument("--cluster", help="cluster name at the gateway (tiered.cluster)")
-        sub.add_argument("--token", help="gateway token (tiered.gateway.token)")
-        sub.add_argument("--bootstrap-servers", help="Kafka, for the modes that read it")
-        sub.add_argument("--mode", default=None, choices=[m.value for m in Mode], help="default: REMOTE_ONLY without --bootstrap-servers, else REMOTE_PREFERRED")
+        add_connection_arguments(sub)
+        sub.add_argument("--mode", default=None, choices=[m.value for m in Mode], help="where to read (default: REMOTE_ONLY without bootstrap servers, else REMOTE_PREFERRED)")
         sub.add_argument("--from", dest="start", type=int, help="first offset (default: earliest)")
         if name == "cat":
             sub.add_argument("--to", dest="end", type=int, help="end offset, exclusive (default: the end now)")
-        sub.add_argument("--format", choices=["json", "value"], default="json")
+        sub.add_argument("--format", choices=["json", "value"], default="json", help="json: one object per record (default); value: the bare value")
         sub.add_argument("--isolation-level", choices=["read_committed", "read_uncommitted"], default="read_committed")
         sub.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
         sub.add_argument("--skip-gaps", action="store_true", help="read past gaps recorded in remote storage (each is named on stderr) instead of failing")
         sub.set_defaults(end=None)
-    sub = commands.add_parser("export", help="write remote history to a Parquet or Arrow IPC file (bulk API)")
-    add_export_arguments(sub)
+    add_export_arguments(command("export"))
     return parser
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
+def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, Connection]:
+    """The arguments, with the gateway, cluster, token and bootstrap servers resolved (``cli_config``)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "export":
-        return args
+    connection = resolve(args)
+    args.gateway, args.cluster, args.token = connection.gateway, connection.cluster, connection.token
+    if args.command == "export" or args.command in ("topics", "describe"):
+        if not (args.gateway and args.cluster):
+            parser.error(f"{args.command} reads the gateway: give --gateway and --cluster (or set {SETTINGS['gateway'][0]} and {SETTINGS['cluster'][0]})")
+        return args, connection
+    args.bootstrap_servers = connection.bootstrap_servers
     if args.mode is None:
         args.mode = Mode.REMOTE_PREFERRED.value if args.bootstrap_servers else Mode.REMOTE_ONLY.value
     if reads_remote(Mode(args.mode)) and not (args.gateway and args.cluster):
-        parser.error(f"mode {args.mode} reads remote storage: give --gateway and --cluster")
-    return args
+        parser.error(f"mode {args.mode} reads remote storage: give --gateway and --cluster (or set {SETTINGS['gateway'][0]} and {SETTINGS['cluster'][0]})")
+    return args, connection
 
 
 if __name__ == "__main__":

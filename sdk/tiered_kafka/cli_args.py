@@ -1,5 +1,7 @@
-"""Arguments of ``tiered-kafka export``: apart from ``cli_export`` so that the parser is built without
-loading the bulk reader and its writers (Parquet). Rules: ``tiered_kafka.cli``'s module doc."""
+"""Arguments of ``tiered-kafka``'s subcommands that are not its own parser's: where to read (every
+subcommand: ``add_connection_arguments``; resolved by ``cli_config``) and ``export``'s (apart from
+``cli_export`` so that the parser is built without loading the bulk reader and its writers).
+Rules: ``tiered_kafka.cli``'s module doc."""
 
 from __future__ import annotations
 
@@ -9,13 +11,24 @@ from pathlib import Path
 FORMATS = ("parquet", "arrow", "iceberg")
 
 
+def add_connection_arguments(sub: argparse.ArgumentParser, *, kafka: bool = True) -> None:
+    """Where to read: each option also comes from the environment or the configuration file
+    (``cli_config``; the command line wins). ``kafka``: the subcommand reads Kafka too."""
+    group = sub.add_argument_group("where to read (each also from the environment or the configuration file: see tiered-kafka --help)")
+    group.add_argument("-F", "--config", type=Path, metavar="FILE", help="configuration file, key=value (default: $TIERED_KAFKA_CONFIG, else ~/.config/tiered-kafka/config)")
+    group.add_argument("--gateway", metavar="URL", help="gateway URL ($TIERED_KAFKA_GATEWAY_URL, tiered.gateway.url)")
+    group.add_argument("--cluster", help="cluster name at the gateway ($TIERED_KAFKA_CLUSTER, tiered.cluster)")
+    group.add_argument("--token-file", type=Path, metavar="FILE", help="read the gateway token from FILE")
+    group.add_argument("--token", help="gateway token: visible to every local user in ps; prefer $TIERED_KAFKA_TOKEN, --token-file or tiered.gateway.token in the configuration file")
+    if kafka:
+        group.add_argument("--bootstrap-servers", metavar="HOSTS", help="Kafka's bootstrap servers ($TIERED_KAFKA_BOOTSTRAP_SERVERS, bootstrap.servers)")
+
+
 def add_export_arguments(sub: argparse.ArgumentParser) -> None:
     """The ``export`` subcommand's arguments."""
     sub.add_argument("topic")
     sub.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition of the topic)")
-    sub.add_argument("--gateway", required=True, help="gateway URL")
-    sub.add_argument("--cluster", required=True, help="cluster name at the gateway")
-    sub.add_argument("--token", help="gateway token")
+    add_connection_arguments(sub, kafka=False)
     sub.add_argument("--from", dest="start", type=int, help="first offset (default: remote storage's earliest)")
     sub.add_argument("--to", dest="end", type=int, help="end offset, exclusive (default: remote storage's end now)")
     sub.add_argument("--format", choices=FORMATS, required=True, help="parquet, arrow (an Arrow IPC file), or iceberg (append to --table)")

@@ -120,11 +120,14 @@ class RemoteExtent:
 
 @dataclass(frozen=True, slots=True)
 class PartitionExtent:
-    """What remote storage and Kafka hold of a partition (``PartitionDetail``)."""
+    """What remote storage and Kafka hold of a partition (``PartitionDetail``): also where remote
+    coverage starts (offsets below it were never uploaded) and the recorded gaps, with their reasons."""
 
     remote: RemoteExtent | None
     kafka_log_start_offset: int | None
     kafka_high_watermark: int | None
+    coverage_start_offset: int | None = None
+    gaps: tuple[PlanGap, ...] = ()
 
 
 class GatewayClient:
@@ -188,6 +191,8 @@ class GatewayClient:
             ),
             kafka_log_start_offset=None if kafka is None else _field(kafka, "log_start_offset", int),
             kafka_high_watermark=None if kafka is None else _field(kafka, "high_watermark", int),
+            coverage_start_offset=_optional_int(body.get("coverage_start_offset"), "coverage_start_offset"),
+            gaps=tuple(PlanGap(_field(g, "start_offset", int), _field(g, "end_offset", int), _field(g, "reason", str)) for g in body.get("gaps") or ()),
         )
 
     def plan(
@@ -233,11 +238,15 @@ class GatewayClient:
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         """The first remote offset whose timestamp is >= ``timestamp_ms`` (None: none remote)."""
+        found = self.record_for_timestamp(topic, partition, timestamp_ms)
+        return None if found is None else found[0]
+
+    def record_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int | None] | None:
+        """(offset, its record's timestamp) of the first remote record stamped >= ``timestamp_ms``
+        (Kafka's ListOffsets rule over remote data; None: none remote)."""
         body = self._get_json(f"{_partition_path(topic, partition)}/offsets", params={"timestamp": timestamp_ms})
-        offset = body.get("offset")
-        if offset is not None and not isinstance(offset, int):
-            raise GatewayRequestError(f"gateway answered a non-integer offset {offset!r}", status=200, code="malformed_response")
-        return offset
+        offset = _optional_int(body.get("offset"), "offset")
+        return None if offset is None else (offset, _optional_int(body.get("record_timestamp"), "record_timestamp"))
 
     # -- presigned S3 ranges ------------------------------------------------------------------
     def fetch(self, planned: PlannedRange) -> bytes:
