@@ -36,6 +36,8 @@ bench: install
 	$(PY) bench/bench_rsm.py
 	$(PY) bench/bench_coverage_page.py
 	$(PY) bench/bench_iceberg.py
+	$(PY) bench/bench_catchup.py
+	$(PY) bench/bench_spark_kafka.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).

@@ -23,8 +23,10 @@ subprocess (``bench_gateway.gateway``). Then, in one run:
 2. **MB/s beside raw presigned GETs** (#14): the same GETs the data source's tasks issue (planned
    once with the SDK, each task's ranges coalesced as its executor does: ``reading.task_gets``),
    fetched with ``GatewayClient.fetch`` from 2 threads (local[2]'s parallelism), bytes only; best
-   of ``--rounds``. Goal: local[2] MB/s / raw MB/s >= 0.7 (decoding, Arrow and Spark on top of
-   moving the bytes cost at most 30 %). MB = 10^6 bytes of segment data as stored in S3.
+   of ``--rounds``: the physical limit of any reader of these objects here. No goal: issue 14's
+   local[2] MB/s / raw MB/s >= 0.7 was retired by issue 25 (Spark's JVM, its Python workers and the S3
+   server share these 2 CPUs with the GETs); the goal against Spark's own Kafka source is in
+   ``bench_spark_kafka.py``. MB = 10^6 bytes of segment data as stored in S3.
 3. **CPU seconds per GB** (of segment data) of Spark's Python workers and of its JVM in the best
    local[2] round: what reading costs beside what it moves.
 """
@@ -112,13 +114,13 @@ def _processes() -> dict[int, tuple[int, str, float]]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        kind = ("Spark JVM" if "java" in command.split(" ")[0] else "SeaweedFS" if "weed" in command else "gateway" if "uvicorn" in command
+        kind = ("Kafka broker" if " kafka.Kafka " in command else "Spark JVM" if "java" in command.split(" ")[0] else "SeaweedFS" if "weed" in command else "gateway" if "uvicorn" in command
                 else "Python workers" if "pyspark" in command else "this script" if int(name) == os.getpid() else "other")
         out[int(name)] = (int(fields[1]), kind, (int(fields[11]) + int(fields[12])) / tick)
     return out
 
 
-def _machine_busy() -> float:
+def machine_busy() -> float:
     """CPU seconds the whole machine has been busy (all CPUs), from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
@@ -128,11 +130,11 @@ class CpuMeter:
     """CPU seconds by kind of process among this script's descendants over a timed block, and the rest of the machine's."""
 
     def __enter__(self) -> CpuMeter:
-        self._before, self._busy = _processes(), _machine_busy()
+        self._before, self._busy = _processes(), machine_busy()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        after, busy = _processes(), _machine_busy()
+        after, busy = _processes(), machine_busy()
         mine = {os.getpid()}
         for _ in range(10):  # descendants, by parent links
             mine |= {pid for pid, (parent, _k, _c) in after.items() if parent in mine}
@@ -253,7 +255,7 @@ def main() -> None:
     print(f"  local[2] kept the {cpus} CPUs {busy:.0%} busy (this script's processes); with SeaweedFS and the JVM on the same CPUs the "
           f"ratio cannot exceed about {best1:.2f} s / ({cpu2.ours:.2f} CPU-s / {cpus}) = {ceiling:.2f}")
     mb_ratio = best_raw / best2
-    print(f"MB/s spark local[2] / raw presigned GETs: {mb_ratio:.2f}   goal >= 0.7: {'met' if mb_ratio >= 0.7 else 'NOT met'}   "
+    print(f"MB/s spark local[2] / raw presigned GETs (the physical limit): {mb_ratio:.2f}   (no goal: issue 14's >= 0.7 retired by issue 25)   "
           f"({len(segments)} segments read with {raw_gets} GETs)")
     mb_ceiling = best_raw / (cpu2.ours / cpus)
     print(f"  bound: local[2] needs {cpu2.ours:.2f} CPU-s on these {cpus} CPUs (SeaweedFS included), at least {cpu2.ours / cpus:.2f} s of wall, "

@@ -1,5 +1,7 @@
 """Spark streaming benchmark: a ``tiered-kafka`` stream's rows/s beside a batch read's rows/s over
-the same remote offsets (issue 16: goal stream / batch >= 0.9).
+the same remote offsets (issue 16's goal stream / batch >= 0.9 is retired by issue 25: on 2 shared CPUs a
+micro-batch's fixed costs cannot be hidden; the ratio is printed, the goal is now against Spark's own Kafka
+source in ``bench_spark_kafka.py``, whose streams reuse this module's runs).
 
     .venv/bin/python bench/bench_spark_stream.py [--mib 300] [--partitions 4] [--rounds 3] [--triggers 6]
 
@@ -26,9 +28,9 @@ timed), rounds alternate three runs over the whole topic, each into the ``noop``
 Each run's rows are checked (the batch's count, the streams' ``numInputRows``). Reported: the best
 round of each, wall seconds beside CPU seconds of this script's processes (``CpuMeter``, plus the
 CPU of the stream's driver-side Python runners that ended within the run, sampled from ``/proc``
-while they lived: "ended"), rows/s and its ratio to the batch's. The goal is
-stated against the steady state; the whole AvailableNow query is printed beside it with its fixed
-cost (query start and stop: its wall time outside its micro-batches) in seconds.
+while they lived: "ended"), rows/s and its ratio to the batch's (no goal). The steady state is
+the main figure; the whole AvailableNow query is printed beside it with its fixed cost (query start
+and stop: its wall time outside its micro-batches) in seconds.
 
 Where the fixed cost goes (measured with this bench's stack, 100 MiB, 2 shared CPUs; see
 bench/README.md): ``start()`` returns after ~0.1 s (checkpoint ``metadata``); Spark then launches
@@ -61,7 +63,8 @@ sys.path.insert(0, str(HERE))
 
 from bench_spark import MIB, RECORD_BYTES, TOPIC, CpuMeter, upload, write_topic  # noqa: E402  (the same topic, upload and CPU accounting)
 
-GOAL = 0.9
+RETIRED_GOAL = 0.9
+"""Issue 16's stream / batch goal, retired by issue 25; still the point the fixed costs below are stated against."""
 POLL_S = 0.02
 
 
@@ -120,20 +123,21 @@ class Run:
         return self.rows / self.seconds
 
 
-def batch_run(spark: Any, options: dict[str, str], records: int) -> Run:
+def batch_run(spark: Any, options: dict[str, str], records: int, fmt: str = "tiered-kafka") -> Run:
+    """A batch read of data source ``fmt`` into the ``noop`` sink, then its rows counted (not timed)."""
     with RunMeter() as meter:
         started = time.perf_counter()
-        spark.read.format("tiered-kafka").options(**options).load().write.format("noop").mode("overwrite").save()
+        spark.read.format(fmt).options(**options).load().write.format("noop").mode("overwrite").save()
         elapsed = time.perf_counter() - started
-    rows = spark.read.format("tiered-kafka").options(**options).load().count()
+    rows = spark.read.format(fmt).options(**options).load().count()
     if rows != records:
         raise SystemExit(f"the batch read {rows} rows, {records} were written")
     return Run(elapsed, meter, rows)
 
 
-def _stream(spark: Any, options: dict[str, str], checkpoint: Path, **trigger: Any) -> Any:
+def _stream(spark: Any, options: dict[str, str], checkpoint: Path, fmt: str, **trigger: Any) -> Any:
     return (
-        spark.readStream.format("tiered-kafka").options(**options, startingOffsets="earliest").load()
+        spark.readStream.format(fmt).options(**options, startingOffsets="earliest").load()
         .writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
     )
 
@@ -147,11 +151,11 @@ def _check(query: Any, records: int) -> list[dict[str, Any]]:
     return progress
 
 
-def available_now_run(spark: Any, options: dict[str, str], records: int, checkpoint: Path) -> Run:
+def available_now_run(spark: Any, options: dict[str, str], records: int, checkpoint: Path, fmt: str = "tiered-kafka") -> Run:
     """The whole AvailableNow query, ``start()`` to its end; ``extra``: its micro-batches' seconds."""
     with RunMeter() as meter:
         started = time.perf_counter()
-        query = _stream(spark, options, checkpoint, availableNow=True)
+        query = _stream(spark, options, checkpoint, fmt, availableNow=True)
         query.awaitTermination()
         elapsed = time.perf_counter() - started
     progress = _check(query, records)
@@ -165,13 +169,13 @@ def _end_s(progress: dict[str, Any]) -> float:
     return started + progress["durationMs"]["triggerExecution"] / 1000
 
 
-def steady_run(spark: Any, options: dict[str, str], records: int, checkpoint: Path, per_trigger: int) -> Run:
+def steady_run(spark: Any, options: dict[str, str], records: int, checkpoint: Path, per_trigger: int, fmt: str = "tiered-kafka") -> Run:
     """A processingTime stream of ``per_trigger`` offsets per micro-batch, measured from the end of the
     first micro-batch to the end of the last; ``extra``: micro-batches, the first one's end after ``start()``."""
     query = None
     started = time.perf_counter()
     try:
-        query = _stream(spark, {**options, "maxOffsetsPerTrigger": str(per_trigger)}, checkpoint, processingTime="0 seconds")
+        query = _stream(spark, {**options, "maxOffsetsPerTrigger": str(per_trigger)}, checkpoint, fmt, processingTime="0 seconds")
         first: CpuMeter | None = None
         deadline = time.monotonic() + 600
         seen = -1
@@ -272,11 +276,11 @@ def main() -> None:
           + f"; gaps between micro-batches {(best.seconds / (best.extra['micro_batches'] - 1)) - phases.get('triggerExecution', 0.0):.2f}")
     per_batch = best.rows / (best.extra["micro_batches"] - 1)
     fixed_batch = phases.get("triggerExecution", 0.0) - per_batch / batch.rate  # beyond reading its rows at the batch's rate
-    enough = GOAL / (1 - GOAL) * fixed_batch * batch.rate
+    enough = RETIRED_GOAL / (1 - RETIRED_GOAL) * fixed_batch * batch.rate
     print(f"  a micro-batch of {per_batch:.0f} rows costs {fixed_batch:.2f} s more than the batch read takes for as many rows (Spark's checkpoint, "
-          f"job and tasks, our offsets and plans): steady state reaches {GOAL} from micro-batches of ~{enough:.0f} rows (~{enough * stored / records / 1e6:.0f} MB)")
+          f"job and tasks, our offsets and plans): steady state reaches {RETIRED_GOAL} from micro-batches of ~{enough:.0f} rows (~{enough * stored / records / 1e6:.0f} MB)")
     print(f"  whole query: micro-batches {available_now.extra['triggers_s']:.2f} s + query start and stop {fixed:.2f} s (fixed per query: "
-          f"the whole-query ratio reaches {GOAL} only once a query reads for ~{fixed * GOAL / (1 - GOAL):.0f} s of micro-batches)")
+          f"the whole-query ratio reaches {RETIRED_GOAL} only once a query reads for ~{fixed * RETIRED_GOAL / (1 - RETIRED_GOAL):.0f} s of micro-batches)")
     kinds = ["Python workers", "Spark JVM", "ended", "SeaweedFS", "gateway", "this script"]
     for name, run in (("batch", batch), ("steady", best), ("AvailableNow", available_now)):
         print(f"  CPU s of {name:12} by process: " + ", ".join(f"{k} {run.cpu.by_kind.get(k, 0.0):.2f}" for k in kinds)
@@ -285,7 +289,7 @@ def main() -> None:
     print("  CPUs busy (all processes, of " + str(cpus) + "): " + ", ".join(
         f"{name} {(run.cpu.ours + run.cpu.others) / run.seconds:.2f}" for name, run in (("batch", batch), ("steady", best), ("AvailableNow", available_now))))
     ratio = best.rate / batch.rate
-    print(f"rows/s stream (steady state) / batch: {ratio:.2f}   goal >= {GOAL}: {'met' if ratio >= GOAL else 'NOT met'}   "
+    print(f"rows/s stream (steady state) / batch: {ratio:.2f}   (no goal: issue 16's >= {RETIRED_GOAL} retired by issue 25; bench_spark_kafka.py compares with Spark's Kafka source)   "
           f"(CPU s per row stream / batch: {best.cpu.ours / best.rows / (batch.cpu.ours / batch.rows):.2f}); "
           f"whole AvailableNow query / batch: {available_now.rate / batch.rate:.2f} with {fixed:.2f} s of query start and stop")
 
