@@ -330,8 +330,8 @@ def _get_json(url: str) -> Any:
 
 
 def cli_exports(gateway_url: str, cluster: str, bootstrap: str) -> dict[str, str]:
-    """The ``export`` lines the ``tiered-kafka`` CLI reads (``tiered_kafka.cli_config.SETTINGS``); the demo gateway has no token."""
-    from tiered_kafka.cli_config import SETTINGS
+    """The ``export`` lines the ``tiered-kafka`` CLI reads (``tiered_kafka.cli.settings.SETTINGS``); the demo gateway has no token."""
+    from tiered_kafka.cli.settings import SETTINGS
 
     values = {"gateway": gateway_url, "cluster": cluster, "bootstrap_servers": bootstrap}
     return {SETTINGS[name][0]: value for name, value in values.items()}

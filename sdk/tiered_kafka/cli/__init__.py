@@ -1,8 +1,8 @@
 """``tiered-kafka``: list and describe topics, cat or tail one partition in any consumption mode through
 TieredConsumer, export remote history to Parquet, Arrow or Iceberg through the bulk API. What users read
 is the parser's help (``HELP``, each subcommand's description and example); where the gateway, the
-cluster, the token and Kafka come from: ``tiered_kafka.cli_config``; ``topics`` and ``describe``:
-``tiered_kafka.cli_describe``; why the commands are shaped so: docs/design-notes.md.
+cluster, the token and Kafka come from: ``tiered_kafka.cli.settings``; ``topics`` and ``describe``:
+``tiered_kafka.cli.describe``; why the commands are shaped so: docs/design-notes.md.
 
 ``cat`` reads ``--from`` (default: earliest) up to ``--to`` (exclusive; default: the end when the
 command starts) and exits; ``tail`` goes on reading new records until Ctrl-C. Records go to
@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from tiered_kafka.cli_args import add_connection_arguments, add_export_arguments
-from tiered_kafka.cli_config import SETTINGS, Connection, resolve
+from tiered_kafka.cli.args import add_connection_arguments, add_export_arguments
+from tiered_kafka.cli.settings import SETTINGS, Connection, resolve
 from tiered_kafka.errors import ConfigError, GatewayRequestError, RemoteGapError, TieredKafkaError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _warnings_to_stderr()
     if args.command == "export":
-        from tiered_kafka.cli_export import export  # (pyarrow's writers: loaded only for export)
+        from tiered_kafka.cli.export import export  # (pyarrow's writers: loaded only for export)
 
         return export(args, describe)
     if args.command in ("topics", "describe"):
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _inspect(args: argparse.Namespace, connection: Connection) -> int:
     """``topics`` or ``describe``: exit 0, or 1 naming why (Kafka's error name where there is one)."""
-    from tiered_kafka.cli_describe import describe_command, topics_command
+    from tiered_kafka.cli.describe import describe_command, topics_command
 
     try:
         return (topics_command if args.command == "topics" else describe_command)(args, connection, sys.stdout)
@@ -383,7 +383,3 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, Connection]:
     if reads_remote(Mode(args.mode)) and not (args.gateway and args.cluster):
         parser.error(f"mode {args.mode} reads remote storage: give --gateway and --cluster (or set {SETTINGS['gateway'][0]} and {SETTINGS['cluster'][0]})")
     return args, connection
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,7 +33,7 @@ from typing import Any, TextIO, TypeVar
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tiered_kafka.cli import Refused
-from tiered_kafka.cli_config import Connection
+from tiered_kafka.cli.settings import Connection
 from tiered_kafka.errors import GatewayRequestError, TopicAuthorizationError
 from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlanGap
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tiered_kafka.cli import _parse
-from tiered_kafka.cli_config import default_config_path
+from tiered_kafka.cli.settings import default_config_path
 from tiered_kafka.errors import ConfigError
 
 TOKEN = "s3cr3t-token-value-0123"
