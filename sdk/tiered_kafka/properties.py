@@ -34,3 +34,13 @@ def read_properties(path: Path) -> dict[str, str]:
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err}") from err
     return parse_properties(text, str(path))
+
+
+def parse_bool(raw: object) -> bool | None:
+    """A boolean setting as Kafka's ``ConfigDef`` (type BOOLEAN) and Spark's options take it: a bool, or
+    the text ``true`` or ``false`` in any case, surrounding spaces ignored. None for anything else:
+    the caller raises its own error naming the setting (``ConfigError``, Spark's ``OptionError``)."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    return {"true": True, "false": False}.get(text)

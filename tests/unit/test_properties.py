@@ -22,3 +22,10 @@ def test_unsupported_lines_name_the_line(line: str) -> None:
 def test_missing_file(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         read_properties(tmp_path / "absent.properties")
+
+
+def test_parse_bool_takes_what_kafka_and_spark_take_and_nothing_else() -> None:
+    from tiered_kafka.properties import parse_bool
+
+    assert [parse_bool(v) for v in (True, False, "true", " FALSE ", "True")] == [True, False, True, False, True]
+    assert [parse_bool(v) for v in ("yes", "1", "", None, 1)] == [None] * 5

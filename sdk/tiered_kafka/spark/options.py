@@ -71,6 +71,7 @@ from typing import Any, Literal
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode
+from tiered_kafka.properties import parse_bool
 from tiered_kafka.spark.kafka_options import DEFAULT_POLL_TIMEOUT_MS, group_id, kafka_settings, parse_mode, poll_timeout_ms
 
 log = logging.getLogger(__name__)
@@ -374,9 +375,10 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     text = opts.get(name.lower(), "").strip().lower()
     if not text:
         return default
-    if text not in ("true", "false"):
+    value = parse_bool(text)
+    if value is None:
         raise OptionError(f"option '{name}' must be 'true' or 'false', got {opts[name.lower()]!r}")
-    return text == "true"
+    return value
 
 
 def positive_int_option(opts: Mapping[str, str], name: str) -> int | None:
