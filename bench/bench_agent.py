@@ -36,6 +36,7 @@ import redis
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from tiered_kafka_dev.kafka_log.log_config import LogConfig
+from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks
 from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
@@ -75,6 +76,7 @@ def write_partition(directory: Path, segments: int, segment_bytes: int, value_by
     payload = batch(records_per_batch(value_bytes), int(time.time() * 1000), value_bytes)
     while len(plog.segment_base_offsets()) <= segments:
         plog.append(payload)
+    checkpoint_high_watermarks(directory.parent, [directory])  # as a broker would: every record committed
     return plog
 
 
@@ -193,6 +195,7 @@ def roll_latency(plog: PartitionLog, settings: object, registry: Registry, rolls
             plog.append(payload)
             rolled_at = time.perf_counter()
             plog.roll()
+            checkpoint_high_watermarks(plog.directory.parent, [plog.directory])  # a broker's HW checkpoint, written at once
             while registry.find(TOPIC, 0, base) is None:
                 time.sleep(0.001)
             registered = time.perf_counter() - rolled_at

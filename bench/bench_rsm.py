@@ -120,6 +120,9 @@ def main() -> None:
         print(f"writing {args.segments} segments of ~{args.segment_mib} MiB; the agent uploads them, the RSM writer lays them out ...", file=sys.stderr, flush=True)
         plog = write_segments(log_dir / f"{TOPIC}-0", args.segments, args.segment_mib * MIB)
         plog.close()
+        from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks
+
+        checkpoint_high_watermarks(log_dir)  # as a broker would: the agent uploads only up to the high watermark
         cluster = f"bench-{uuid.uuid4().hex[:8]}"
         registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
         agent_upload(settings_for(log_dir, redis_server.url, s3, agent_bucket, cluster, 2), registry, args.segments)

@@ -79,6 +79,9 @@ def write_topic(log_dir: Path, partitions: int, total_bytes: int, segment_bytes:
             records += BATCH_RECORDS
         plog.roll()
         plog.close()
+    from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks
+
+    checkpoint_high_watermarks(log_dir)  # as a broker would: the agent uploads only up to the high watermark
     return records
 
 

@@ -76,6 +76,9 @@ def write_topic(log_dir: Path, partitions: int, hours: int, bytes_per_hour: int,
             per_hour[h] = batches_per_hour * BATCH_RECORDS
         plog.roll()
         plog.close()
+    from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks
+
+    checkpoint_high_watermarks(log_dir)  # as a broker would: the agent uploads only up to the high watermark
     return per_hour
 
 

@@ -97,6 +97,9 @@ def write_transactional_partition(directory: Path, segments: int, segment_bytes:
         (directory / f"{base:020d}.txnindex").write_bytes(txn_index.serialize(found))
     rotated = len(plog.segment_base_offsets()) - 1
     plog.close()
+    from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks
+
+    checkpoint_high_watermarks(directory.parent, [directory])  # as a broker would: the agent uploads only up to the high watermark
     return {"last": offset - 1, "uncommitted": data_records, "committed": data_records - aborted_records, "segments": rotated}
 
 

@@ -17,12 +17,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT, format_offset_checkpoint, read_offset_checkpoint, write_atomically
-from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, parse_partition_dir_name
-from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.config import AgentSettings, load_settings
+from tiered_kafka_dev.kafka_log.high_watermarks import checkpoint_high_watermarks, log_end_offset  # noqa: F401 (re-exported for the tests)
 from tiered_kafka_dev.services import KAFKA_ZK_VERSION, KafkaCluster, topic_configs
 
 
@@ -78,39 +75,6 @@ def copy_partition(source: Path, log_dir: Path) -> Path:
     shutil.copytree(source, target)
     checkpoint_high_watermarks(log_dir, [target])
     return target
-
-
-def log_end_offset(directory: Path) -> int:
-    """The next offset of a partition directory: after the last batch of its active (largest live) segment."""
-    bases = [n.base_offset for n in (SegmentFileName.try_parse(p.name) for p in directory.iterdir()) if n is not None and n.kind == FileKind.LOG and n.suffix == Suffix.NONE]
-    if not bases:
-        raise AssertionError(f"{directory} has no live segment")
-    active = max(bases)
-    end = active
-    for batch in iter_batches((directory / f"{active:020d}.log").read_bytes(), allow_truncated_tail=True):
-        end = batch.next_offset
-    return end
-
-
-def checkpoint_high_watermarks(log_dir: Path, directories: Sequence[Path] | None = None, offsets: dict[tuple[str, int], int] | None = None) -> None:
-    """Kafka's ``replication-offset-checkpoint`` in a log dir written without a broker (``PartitionLog``,
-    copies, fixtures): the agent uploads only segments ending at or below the high watermark
-    checkpointed there. Each partition directory of ``directories`` (default: every one in the log
-    dir) gets its log end offset (everything written committed), ``offsets`` any other value; other
-    entries already in the file are kept."""
-    path = log_dir / REPLICATION_OFFSET_CHECKPOINT
-    current = read_offset_checkpoint(path) or {}
-    every = directories is None
-    for directory in [d for d in log_dir.iterdir() if d.is_dir()] if directories is None else directories:
-        try:
-            topic_partition = parse_partition_dir_name(directory.name)
-        except InvalidSegmentNameError:
-            continue
-        if every and not any(directory.glob("*.log")):
-            continue
-        current[topic_partition] = log_end_offset(directory)
-    current.update(offsets or {})
-    write_atomically(path, format_offset_checkpoint(current).encode())
 
 
 def delete_records(bootstrap: str, topic: str, before: int, partition: int = 0) -> None:
