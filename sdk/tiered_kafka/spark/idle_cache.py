@@ -28,28 +28,29 @@ class IdleCache(Generic[K, V]):
     """``get(key)`` returns the cached value for ``key`` or the one ``build(key)`` makes; values
     unused for ``idle_s`` seconds are dropped (module doc)."""
 
-    def __init__(self, build: Callable[[K], V], *, idle_s: float, name: str) -> None:
+    def __init__(self, build: Callable[[K], V], *, idle_s: float, name: str, clock: Callable[[], float] = time.monotonic) -> None:
         if idle_s <= 0:
             raise ValueError(f"idle_s must be positive, got {idle_s}")
         self._build = build
         self.idle_s = idle_s
         self._name = name
+        self._clock = clock
         self._lock = threading.Lock()
-        self._entries: dict[K, tuple[V, float]] = {}  # key -> (value, monotonic time of its last use)
+        self._entries: dict[K, tuple[V, float]] = {}  # key -> (value, clock time of its last use)
         self._reaper: threading.Thread | None = None
 
     def get(self, key: K) -> V:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
-                self._entries[key] = (entry[0], time.monotonic())
+                self._entries[key] = (entry[0], self._clock())
                 return entry[0]
         value = self._build(key)  # outside the lock: building may talk to the network
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:  # built meanwhile by another thread: keep one
                 value = entry[0]
-            self._entries[key] = (value, time.monotonic())
+            self._entries[key] = (value, self._clock())
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap, name=f"{self._name}-idle", daemon=True)
                 self._reaper.start()
@@ -64,14 +65,23 @@ class IdleCache(Generic[K, V]):
         with self._lock:
             return len(self._entries)
 
+    def drop_idle(self) -> int:
+        """Drop the entries unused for ``idle_s`` (what the reaper thread does); how many were dropped."""
+        with self._lock:
+            return self._drop_idle()
+
+    def _drop_idle(self) -> int:
+        now = self._clock()
+        dropped = [key for key, (_value, used) in self._entries.items() if now - used >= self.idle_s]
+        for key in dropped:
+            del self._entries[key]
+        return len(dropped)
+
     def _reap(self) -> None:
         while True:
             time.sleep(min(self.idle_s / 2, 5.0))
-            now = time.monotonic()
             with self._lock:
-                dropped = [key for key, (_value, used) in self._entries.items() if now - used >= self.idle_s]
-                for key in dropped:
-                    del self._entries[key]
+                self._drop_idle()
                 if not self._entries:
                     self._reaper = None
                     return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import weakref
 
@@ -36,27 +35,26 @@ def test_a_value_is_built_once_per_key_and_reused_while_used() -> None:
     assert len(cache) == 0 and cache.get("a") is not first
 
 
-def test_an_idle_value_is_dropped_and_freed_and_a_used_one_kept() -> None:
-    cache: IdleCache[str, Client] = IdleCache(Client, idle_s=0.3, name="test")
-    idle = weakref.ref(cache.get("idle"))
+def test_an_entry_unused_for_idle_s_is_dropped_and_a_used_one_kept() -> None:
+    now = [100.0]
+    cache: IdleCache[str, Client] = IdleCache(Client, idle_s=30, name="test", clock=lambda: now[0])
+    cache.get("idle")
     used = cache.get("used")
-    stop = threading.Event()
+    now[0] += 20
+    cache.get("used")  # used again: its idle time starts over
+    now[0] += 15  # "idle" unused for 35 s, "used" for 15 s
+    assert cache.drop_idle() == 1
+    assert len(cache) == 1 and cache.get("used") is used
+    now[0] += 30
+    assert cache.drop_idle() == 1 and len(cache) == 0
 
-    def keep_using() -> None:
-        while not stop.is_set():
-            cache.get("used")
-            time.sleep(0.05)
 
-    user = threading.Thread(target=keep_using)
-    user.start()
-    try:
-        wait_until(lambda: gc.collect() >= 0 and idle() is None)  # dropped by the cache and freed
-        assert cache.get("used") is used  # still the same object: it never went idle
-    finally:
-        stop.set()
-        user.join()
-    wait_until(lambda: len(cache) == 0)  # and the reaper ends with the last entry
-    assert cache._reaper is None
+def test_the_reaper_frees_an_idle_value_and_ends_with_the_last_entry() -> None:
+    cache: IdleCache[str, Client] = IdleCache(Client, idle_s=0.2, name="test")
+    idle = weakref.ref(cache.get("idle"))
+    wait_until(lambda: gc.collect() >= 0 and idle() is None)  # dropped by the reaper and freed
+    wait_until(lambda: cache._reaper is None)
+    assert len(cache) == 0
 
 
 def test_idle_time_must_be_positive() -> None:
