@@ -28,4 +28,6 @@ RUN wheel="$(ls /wheels/tiered_kafka-*.whl)" && pip install "${wheel}[agent,gate
 USER tiered
 
 EXPOSE 8080 9400
+# Listening beyond loopback, the gateway refuses to start without authentication (auth.enabled with
+# auth.tokens, or an explicit auth.allow_anonymous: true): give it a configuration that says which.
 CMD ["tiered-kafka-gateway", "--host", "0.0.0.0", "--port", "8080"]

@@ -51,6 +51,7 @@ from tiered_kafka_agent.leadership import (
     TopicPartition,
     ZooKeeperLeadershipWatcher,
 )
+from tiered_kafka_agent.local_segments import refuse_symlink
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.partition_uploader import PartitionUploader
 from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
@@ -69,8 +70,9 @@ def s3_client(settings: AgentSettings) -> Any:
     )
 
 
-def directory_partitions(log_dirs: list[Path], topic_filter: TopicFilter) -> dict[TopicPartition, Leadership]:
-    """Every ``{topic}-{partition}`` directory in the log dirs (static leadership)."""
+def directory_partitions(log_dirs: list[Path], topic_filter: TopicFilter, metrics: AgentMetrics | None = None) -> dict[TopicPartition, Leadership]:
+    """Every ``{topic}-{partition}`` directory in the log dirs (static leadership); a symbolic link
+    is refused (``local_segments`` module doc)."""
     found: dict[TopicPartition, Leadership] = {}
     for log_dir in log_dirs:
         if not log_dir.is_dir():
@@ -80,7 +82,12 @@ def directory_partitions(log_dirs: list[Path], topic_filter: TopicFilter) -> dic
                 topic, partition = parse_partition_dir_name(child.name)
             except InvalidSegmentNameError:
                 continue
-            if child.is_dir() and topic_filter.accepts(topic):
+            if not topic_filter.accepts(topic):
+                continue
+            if child.is_symlink():
+                refuse_symlink(child, "partition_dir", metrics)
+                continue
+            if child.is_dir():
                 found[TopicPartition(topic, partition)] = Leadership(leader_epoch=-1)
     return found
 
@@ -150,7 +157,7 @@ class Agent:
         if mode.mode == "kraft":
             assert mode.bootstrap_servers is not None
             return KRaftLeadershipWatcher(mode.bootstrap_servers, self.settings.broker_id, self.topic_filter, poll_interval_s=mode.poll_interval_s)
-        return StaticLeadership(directory_partitions(self.settings.log_dirs, self.topic_filter))
+        return StaticLeadership(directory_partitions(self.settings.log_dirs, self.topic_filter, self.metrics))
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -261,7 +268,7 @@ class Agent:
 
     def _rescan_directories(self) -> None:
         assert isinstance(self.leadership, StaticLeadership)
-        self.leadership.set(directory_partitions(self.settings.log_dirs, self.topic_filter))
+        self.leadership.set(directory_partitions(self.settings.log_dirs, self.topic_filter, self.metrics))
 
     def _every(self, interval_s: float, action: Any, name: str) -> None:
         def loop() -> None:

@@ -29,15 +29,28 @@ offset when the transaction began in B (at or before it when it may have begun e
 producer the snapshot shows open from inside B must have begun it there, and one whose marker is
 in B may only be open from a transactional batch after that marker. A contradiction is logged
 (WARNING) and the value recorded as unknown (-2), as without a snapshot: never trusted.
+
+**Symlinks are refused** (issue 29): the agent reads only a broker's own files, never what a link
+in log.dir points to (another partition's data, /etc, a file of another user). A partition
+directory that is a symbolic link is skipped (the uploader's ``directory``,
+``agent.directory_partitions``); a segment file that is one is never opened: every file is opened
+with ``O_NOFOLLOW``, so its open fails (``LocalSegmentError``), and so does the upload pass, retried
+and counted as a failure; the partition waits at that segment (decision: a gap would claim the data
+lost; the operator replaces the link and the upload goes on). Each is logged once per path at
+WARNING and counted in ``tiered_kafka_agent_symlinks_refused_total{kind}`` on every pass that meets
+it (``refuse_symlink``, called by ``list_segments`` for files). The configured log.dir
+itself may be a link (a mount point's usual alias): only what lies in it is checked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import mmap
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +70,23 @@ from tiered_kafka.format.txn_index import parse as parse_txn_index
 from tiered_kafka.registry import NO_OPEN_TXN, OPEN_TXN_UNKNOWN
 from tiered_kafka_agent.errors import LocalSegmentError
 
+if TYPE_CHECKING:
+    from tiered_kafka_agent.metrics import AgentMetrics
+
 log = logging.getLogger(__name__)
+_refused_logged: set[str] = set()  # symlinks already logged (module doc), bounded
+
+
+def refuse_symlink(path: Path, kind: str, metrics: AgentMetrics | None) -> None:
+    """Refuse a symlinked ``kind`` ("partition_dir" or "segment_file") in log.dir: counted, logged once per path (module doc)."""
+    if metrics is not None:
+        metrics.symlinks_refused.labels(kind).inc()
+    key = str(path)
+    if key not in _refused_logged:
+        if len(_refused_logged) >= 10_000:
+            _refused_logged.clear()
+        _refused_logged.add(key)
+        log.warning("refusing %s %s: it is a symbolic link, and the agent reads only the broker's own files in log.dir", kind.replace("_", " "), path)
 
 #: Kinds uploaded for every segment, and the optional ones uploaded when present.
 REQUIRED_KINDS = (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX)
@@ -209,7 +238,7 @@ class MinTimestamp:
         return -1 if self._min is None else self._min
 
 
-def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
+def list_segments(directory: Path, metrics: AgentMetrics | None = None) -> tuple[list[LocalSegment], int | None]:
     """(rotated segments oldest first, active segment base offset) of a partition directory.
 
     Segments already renamed ``.deleted`` count as rotated: they can still be uploaded.
@@ -219,6 +248,8 @@ def list_segments(directory: Path) -> tuple[list[LocalSegment], int | None]:
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(directory):
             name = SegmentFileName.try_parse(entry.name)
+            if name is not None and entry.is_symlink():  # module doc: refused; a .log stays listed, so its open refuses it
+                refuse_symlink(Path(entry.path), "segment_file", metrics)
             if name is None or name.kind != FileKind.LOG or name.suffix not in (Suffix.NONE, Suffix.DELETED):
                 continue
             bases.add(name.base_offset)
@@ -235,9 +266,13 @@ def _open_either(segment: LocalSegment, kind: FileKind) -> tuple[int, Path] | No
     for suffix in (Suffix.NONE, Suffix.DELETED):
         path = segment.path(kind, suffix)
         try:
-            return os.open(path, os.O_RDONLY), path
+            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW), path
         except FileNotFoundError:
             continue
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # a symbolic link (module doc)
+                raise LocalSegmentError(f"{path} is a symbolic link: refused (the agent reads only the broker's own files)") from err
+            raise
     return None
 
 

@@ -14,6 +14,7 @@
     tiered_kafka_agent_led_partitions                          partitions this agent uploads
     tiered_kafka_agent_leadership_failures_total               failed ZooKeeper watches and rebuilds, lost sessions, failed KRaft polls
     tiered_kafka_agent_leadership_healthy                      1 while the leadership map follows the cluster, 0 while a failure is retried
+    tiered_kafka_agent_symlinks_refused_total{kind}           symbolic links met in log.dir and not followed (kind: partition_dir, segment_file), per pass
 
 The two leadership figures are read from the watcher's ``health()`` at each scrape (``observe_leadership``).
 """
@@ -55,6 +56,9 @@ class AgentMetrics:
             registry=self.registry,
         )
         self.s3_request_errors = Counter(f"{PREFIX}_s3_request_errors", "Failed S3 HTTP attempts", registry=self.registry)
+        self.symlinks_refused = Counter(
+            f"{PREFIX}_symlinks_refused", "Symbolic links in log.dir not followed, counted on each pass that meets one", ["kind"], registry=self.registry
+        )
         self.led_partitions = Gauge(f"{PREFIX}_led_partitions", "Partitions this agent uploads", registry=self.registry)
 
     def observe_leadership(self, watcher: LeadershipWatcher) -> None:

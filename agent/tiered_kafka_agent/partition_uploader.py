@@ -83,6 +83,7 @@ from tiered_kafka_agent.local_segments import (
     SegmentNotReadyError,
     SegmentStats,
     list_segments,
+    refuse_symlink,
     open_segment,
     read_stats,
     snapshot_ready,
@@ -221,8 +222,12 @@ class PartitionUploader(TwoLeaders):
 
     # -- one pass --------------------------------------------------------------------------
     def directory(self) -> Path | None:
+        """The partition's directory in a log dir; a symbolic link is refused (``local_segments`` module doc)."""
         for log_dir in self.log_dirs:
             candidate = log_dir / self.name
+            if candidate.is_symlink():
+                refuse_symlink(candidate, "partition_dir", self.metrics)
+                continue
             if candidate.is_dir():
                 return candidate
         return None
@@ -232,7 +237,7 @@ class PartitionUploader(TwoLeaders):
         directory = self.directory()
         if directory is None:
             return self.rescan_interval_s
-        segments, active = list_segments(directory)
+        segments, active = list_segments(directory, self.metrics)
         if not self.offsets.load(directory, segments, active):  # no segment at all yet: nothing to observe
             return self.rescan_interval_s
         now = time.monotonic()

@@ -4,6 +4,10 @@
 
 Settings: the JSON file (or $TIERED_KAFKA_GATEWAY_CONFIG) and TIERED_KAFKA_GATEWAY_* variables.
 
+Fail closed: on an address beyond loopback (``--host 0.0.0.0``, the Docker image's), the gateway
+refuses to start without authentication (``auth.enabled`` with ``auth.tokens``) unless
+``auth.allow_anonymous`` is true (``config.check_exposure``); it exits with status 2 and says why.
+
 With ``--workers`` N > 1, uvicorn runs N worker processes; Prometheus metrics then use
 prometheus_client's multiprocess mode (``metrics`` module docstring): unless
 $PROMETHEUS_MULTIPROC_DIR is already set (then that directory is used as is, and the operator
@@ -26,7 +30,7 @@ from pathlib import Path
 import uvicorn
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka_gateway.config import ENV_PREFIX, load_settings
+from tiered_kafka_gateway.config import ENV_PREFIX, check_exposure, load_settings
 from tiered_kafka_gateway.metrics import MULTIPROC_ENV
 
 
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[f"{ENV_PREFIX}CONFIG"] = str(args.config)
     try:
         settings = load_settings()
+        check_exposure(settings, args.host)
     except ConfigError as err:
         print(f"tiered-kafka-gateway: {err}", file=sys.stderr)
         return 2

@@ -8,6 +8,11 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     clusters.{name}.s3.bucket / prefix / entropy_bits / endpoint_url / region
     clusters.{name}.s3.access_key_id / secret_access_key   (default: boto3's credential chain)
     clusters.{name}.bootstrap_servers           Kafka, for broker offsets and proxied reads (optional)
+    clusters.{name}.kafka_security              librdkafka's security settings for that Kafka, passed through as is:
+                                                security.protocol, enable.ssl.certificate.verification, sasl.*, ssl.*
+                                                (e.g. {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                                "sasl.username": "gw", "sasl.password": "..."}); every value is held as a
+                                                secret (never in a repr, a log line or an error), any other key is refused
     clusters.{name}.kind                        "agent" (default: our agent's layout, Redis registry) or
                                                 "kip405": Kafka's own tiered storage written by Aiven's
                                                 RemoteStorageManager (no Redis; ``rsm_reader`` docstring)
@@ -24,6 +29,9 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     presign_ttl_s          300        lifetime of presigned URLs (max 3600)
     default_max_bytes      1 MiB      plan size when the request gives none
     max_bytes_limit        64 MiB     largest max_bytes a request may ask
+    max_decoded_bytes      64 MiB     most record bytes one /records answer decodes (compressed batches
+                                      counted inflated; ``records`` module doc)
+    max_ranges_per_plan    1024       most presigned ranges in one plan (``remote`` module doc, "Bounds")
     range_bytes            8 MiB      preferred size of one presigned range
     cache.* (every cache is bounded by the bytes it holds; ``caches`` module docstring):
     cache.index_bytes      64 MiB     .index/.timeindex objects
@@ -35,8 +43,17 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     cache.txn_index_bytes  32 MiB     parsed .txnindex files (the records endpoint)
     cache.listing_ttl_s    30         S3 listings of unregistered (Pinterest-layout) partitions
     cache.segment_ttl_s    2          registry lookups remembered (0: ask Redis every time)
-    auth.enabled           false
-    auth.tokens            {token: [topic regex, ...]}  bearer tokens or API keys (X-API-Key)
+    auth.enabled           false      true: every path but the probes needs a token (``deps`` docstring)
+    auth.tokens            {token: [topic regex, ...]} or {token: {"topics": [regex, ...], "clusters": [name, ...]}}:
+                                      bearer tokens or API keys (X-API-Key), each with the topics it may read (full
+                                      match) on the clusters it names (no "clusters": every cluster, as before)
+    auth.allow_anonymous   false      serve without authentication on an address beyond loopback (``check_exposure``)
+
+Fail closed (``check_exposure``, ``GatewaySettings._auth_consistent``): tokens set while ``auth.enabled``
+is false are refused (they would be ignored and every caller let in), as is ``allow_anonymous`` with
+``enabled``; ``tiered-kafka-gateway`` refuses to listen beyond loopback without authentication unless
+``auth.allow_anonymous`` is true. Configuration errors never quote a token: a malformed ``auth.tokens``
+entry is named by its position ("entry 2 of 3"), not by its key.
     kafka.max_concurrency  8          proxied Kafka reads at once; kafka.timeout_s 10
     timeouts.redis_s 2, timeouts.s3_s 5
 """
@@ -44,6 +61,7 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import os
 import re
@@ -52,15 +70,19 @@ from typing import Any
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.registry import check_url
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes
+from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
+CLUSTER_NAME = r"[A-Za-z0-9._-]{1,128}"
+#: librdkafka's security settings a cluster's ``kafka_security`` may pass to the gateway's consumers
+KAFKA_SECURITY_KEYS = frozenset({"security.protocol", "enable.ssl.certificate.verification"})
+KAFKA_SECURITY_PREFIXES = ("sasl.", "ssl.")
 
 
 class RsmSettings(BaseModel):
@@ -106,6 +128,23 @@ class ClusterSettings(BaseModel):
     s3: S3Location | None = None
     rsm: RsmSettings | None = None
     bootstrap_servers: str | None = None
+    kafka_security: dict[str, SecretStr] = {}
+
+    @field_validator("kafka_security", mode="before")
+    @classmethod
+    def _security_keys(cls, values: Any) -> Any:
+        """Only librdkafka's security settings (the gateway owns the rest of its consumers' config);
+        booleans and numbers as librdkafka's strings. The message names keys, never values."""
+        if not isinstance(values, dict):
+            return values  # pydantic names the type error (without the input: describe_validation_error)
+        other = sorted(k for k in values if k not in KAFKA_SECURITY_KEYS and not str(k).startswith(KAFKA_SECURITY_PREFIXES))
+        if other:
+            raise ValueError(f"only security.protocol, enable.ssl.certificate.verification, sasl.* and ssl.* may be set, not {', '.join(other)}")
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v) for k, v in values.items()}
+
+    def kafka_client_config(self) -> dict[str, str]:
+        """``kafka_security`` with its secrets revealed: for a librdkafka client's configuration only."""
+        return {key: value.get_secret_value() for key, value in self.kafka_security.items()}
 
     @field_validator("redis_url")
     @classmethod
@@ -140,18 +179,49 @@ class CacheSettings(BaseModel):
     segment_ttl_s: float = Field(2.0, ge=0, le=60)
 
 
+class TokenGrant(BaseModel):
+    """What one token may read: ``topics`` (regexes, full match) on ``clusters`` (None: every cluster)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topics: list[str]
+    clusters: list[str] | None = None
+
+    @field_validator("topics")
+    @classmethod
+    def _patterns_compile(cls, topics: list[str]) -> list[str]:
+        check_regexes(topics, "topic pattern")
+        return topics
+
+
 class AuthSettings(BaseModel):
     enabled: bool = False
-    tokens: dict[str, list[str]] = {}
+    allow_anonymous: bool = False
+    # the keys are the secrets themselves: out of every repr (repr=False) and of every error (_grants)
+    tokens: dict[str, TokenGrant] = Field({}, repr=False)
 
-    @field_validator("tokens")
+    @field_validator("tokens", mode="before")
     @classmethod
-    def _patterns_compile(cls, tokens: dict[str, list[str]]) -> dict[str, list[str]]:
-        for token, patterns in tokens.items():
-            if len(token) < 16:
-                raise ValueError("tokens must be at least 16 characters")
-            check_regexes(patterns, "topic pattern")
-        return tokens
+    def _grants(cls, tokens: Any) -> dict[str, TokenGrant]:
+        """Each entry as a ``TokenGrant`` (a list is its topics, on every cluster). Validated here
+        rather than by pydantic's dict validation, whose error location is the key: the token."""
+        if not isinstance(tokens, dict):
+            raise ValueError("must map each token to its topic patterns, or to {topics: [...], clusters: [...]}")
+        grants = {}
+        for number, (token, grant) in enumerate(tokens.items(), 1):
+            where = f"entry {number} of {len(tokens)}"  # never the token
+            if not isinstance(token, str) or len(token) < 16:
+                raise ValueError(f"{where}: tokens must be at least 16 characters")
+            if isinstance(grant, TokenGrant):
+                grants[token] = grant
+                continue
+            if not isinstance(grant, list | dict):
+                raise ValueError(f"{where}: expected a list of topic patterns, or {{topics: [...], clusters: [...]}}")
+            try:
+                grants[token] = TokenGrant.model_validate({"topics": grant} if isinstance(grant, list) else grant)
+            except ValidationError as err:
+                raise ValueError(f"{where}: {describe_validation_error(err)}") from None
+        return grants
 
 
 class KafkaProxySettings(BaseModel):
@@ -171,6 +241,8 @@ class GatewaySettings(EnvironmentFirstSettings):
     presign_ttl_s: int = Field(300, ge=1, le=3600)
     default_max_bytes: int = Field(MIB, ge=1)
     max_bytes_limit: int = Field(64 * MIB, ge=1)
+    max_decoded_bytes: int = Field(64 * MIB, ge=MIB)
+    max_ranges_per_plan: int = Field(1024, ge=1)
     range_bytes: int = Field(8 * MIB, ge=4096)
     cache: CacheSettings = CacheSettings()
     auth: AuthSettings = AuthSettings()
@@ -190,13 +262,35 @@ class GatewaySettings(EnvironmentFirstSettings):
                 raise ValueError("public_url (the gateway's base URL as clients reach it) is required when a kip405 cluster has a key_ring")
         return self
 
+    def kafka_client_config(self, cluster: str) -> dict[str, str]:
+        """The named cluster's ``kafka_security``, revealed, for its librdkafka clients ({} when none)."""
+        configured = self.clusters.get(cluster)
+        return configured.kafka_client_config() if configured is not None else {}
+
+    @model_validator(mode="after")
+    def _auth_consistent(self) -> GatewaySettings:
+        """Fail closed (module docstring): no setting that reads as protection while there is none."""
+        auth = self.auth
+        if auth.tokens and not auth.enabled:
+            raise ValueError(
+                "auth.tokens are set but auth.enabled is false: the tokens would be ignored and every caller let in; "
+                "set auth.enabled to true (or remove auth.tokens)"
+            )
+        if auth.enabled and auth.allow_anonymous:
+            raise ValueError("auth.allow_anonymous is for a gateway without authentication: it contradicts auth.enabled; drop one of them")
+        for number, grant in enumerate(auth.tokens.values(), 1):
+            unknown = sorted(set(grant.clusters or ()) - set(self.clusters))
+            if unknown:
+                raise ValueError(f"auth.tokens entry {number} of {len(auth.tokens)} names cluster(s) {', '.join(unknown)}, not configured here")
+        return self
+
     @field_validator("clusters")
     @classmethod
     def _at_least_one(cls, clusters: dict[str, ClusterSettings]) -> dict[str, ClusterSettings]:
         if not clusters:
             raise ValueError("at least one cluster is required")
         for name in clusters:
-            if not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", name):
+            if not re.fullmatch(CLUSTER_NAME, name):
                 raise ValueError(f"cluster name {name!r} must be 1-128 of [A-Za-z0-9._-]")
         return clusters
 
@@ -212,6 +306,28 @@ def load_settings(path: Path | None = None, **overrides: Any) -> GatewaySettings
             raise ConfigError(f"cannot read gateway config {path}: {err}") from err
     values.update(overrides)
     return build_settings(GatewaySettings, values, "gateway")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (uvicorn's ``--host``) listens on loopback only: ``localhost`` or a loopback
+    address; anything else (``0.0.0.0``, ``::``, a name, an interface's address) counts as beyond."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: GatewaySettings, host: str) -> None:
+    """ConfigError unless serving on ``host`` is authenticated, loopback-only, or explicitly anonymous
+    (``auth.allow_anonymous``): a gateway reachable from the network does not start open by default."""
+    if settings.auth.enabled or settings.auth.allow_anonymous or is_loopback(host):
+        return
+    raise ConfigError(
+        f"refusing to listen on {host} without authentication: set auth.enabled to true with auth.tokens, "
+        "or auth.allow_anonymous to true to serve every caller on purpose, or listen on 127.0.0.1"
+    )
 
 
 @functools.cache

@@ -10,7 +10,12 @@ Access control (``auth.enabled``) has two steps, in Kafka's order:
    ``Authorization: Bearer <token>`` or ``X-API-Key: <token>``. Without a valid one, every path
    but the probes (:data:`PUBLIC_PATHS`) is answered 401 with one and the same body: an existing
    cluster, an unknown one and an unrouted path look alike (DESIGN.md, contract 6).
-2. **Authorization**, per topic: a token maps to topic regexes (full match). A topic-scoped request
+2. **Authorization**, per cluster, then per topic: a token maps to topic regexes (full match) and,
+   optionally, to the clusters it may see (``config.TokenGrant``; none named: every cluster, as
+   before clusters could be named). Its topic patterns apply on those clusters only. A cluster the
+   token may not see answers exactly as a cluster that does not exist (404 ``unknown_cluster``, the
+   same message), and ``/v1/clusters`` lists only the clusters it may see (``visible_clusters``):
+   a token learns nothing of the others, not even that they exist. A topic-scoped request
    (partition, plan, records, offsets) for a topic no pattern covers is 403
    ``topic_authorization_failed`` (Kafka's TOPIC_AUTHORIZATION_FAILED), whether or not the topic
    exists, before any lookup, presign or proxied read.
@@ -34,7 +39,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 
-from tiered_kafka_gateway.config import GatewaySettings
+from tiered_kafka_gateway.config import CLUSTER_NAME, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response, topic_authorization_failed
 from tiered_kafka_gateway.sources import ClusterSource
 
@@ -47,9 +52,18 @@ UNAUTHENTICATED_MESSAGE = "a valid bearer token or X-API-Key is required"
 @dataclass(frozen=True)
 class Access:
     patterns: tuple[re.Pattern[str], ...] | None  # None: every topic (auth disabled)
+    clusters: frozenset[str] | None = None  # None: every cluster
 
     def allows(self, topic: str) -> bool:
         return self.patterns is None or any(p.fullmatch(topic) for p in self.patterns)
+
+    def sees(self, cluster: str) -> bool:
+        return self.clusters is None or cluster in self.clusters
+
+
+def visible_clusters(settings: GatewaySettings, caller: Access) -> list[str]:
+    """The configured clusters the caller may see, sorted (``/v1/clusters``, the coverage index)."""
+    return sorted(name for name in settings.clusters if caller.sees(name))
 
 
 class Authenticate:
@@ -59,7 +73,10 @@ class Authenticate:
     def __init__(self, app: Any, settings: GatewaySettings) -> None:
         self.app = app
         self.enabled = settings.auth.enabled
-        self.tokens = [(known.encode(), tuple(re.compile(p) for p in patterns)) for known, patterns in settings.auth.tokens.items()]
+        self.tokens = [
+            (known.encode(), Access(tuple(re.compile(p) for p in grant.topics), None if grant.clusters is None else frozenset(grant.clusters)))
+            for known, grant in settings.auth.tokens.items()
+        ]
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -81,9 +98,9 @@ class Authenticate:
         if token is None:
             return None
         found = None
-        for known, patterns in self.tokens:  # every token compared: the time taken does not depend on which matched
+        for known, grant in self.tokens:  # every token compared: the time taken does not depend on which matched
             if hmac.compare_digest(known, token):
-                found = Access(patterns)
+                found = grant
         return found
 
 
@@ -109,10 +126,12 @@ async def access(request: Request) -> Access:
 
 async def cluster(
     request: Request,
-    name: Annotated[str, Path(alias="cluster", pattern=r"^[A-Za-z0-9._-]{1,128}$", description="cluster name")],
+    name: Annotated[str, Path(alias="cluster", pattern=f"^{CLUSTER_NAME}$", description="cluster name")],
 ) -> ClusterSource:
+    """The named cluster's source; one the caller may not see is an unknown one (module docstring)."""
     reader = request.app.state.readers.get(name)
-    if reader is None:
+    caller = caller_of(request)
+    if reader is None or caller is None or not caller.sees(name):
         raise GatewayError(ErrorCode.UNKNOWN_CLUSTER, f"unknown cluster {name!r}")
     return reader
 

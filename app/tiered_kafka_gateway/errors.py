@@ -18,6 +18,14 @@ Every response that is not a success has this shape, whoever produced it:
   same id is logged with the traceback (``GuardUnexpected``). It is not a 503: a 503 tells a
   client to retry, and a bug does not go away by retrying.
 
+**A dependency's failure** (issue 29: bodies carried raw boto, redis and librdkafka text, with
+internal hosts and IPs): the answers of ``DEPENDENCIES`` (S3, Redis, Kafka unavailable or refusing)
+name the failing ``dependency`` and carry an ``error_id``; their message keeps only the gateway's
+own words, the text before the first ``": "`` (the convention of every such message: "S3 read of
+KEY failed: <boto's text>", "Kafka is unavailable: <librdkafka's text>"; ``about`` and the table's
+leads follow it too), and the whole message is logged once with the same id (``hidden_failure``,
+also ``/readyz``'s detail). One rule, here, for every module that raises them.
+
 **Answers about absence** (DESIGN.md, contract 6). Authentication comes first: with
 ``auth.enabled``, a request without a valid token is answered 401 ``unauthorized`` with one body
 whatever its path (an existing or unknown cluster, an unrouted path), so that unauthenticated
@@ -83,6 +91,7 @@ class ErrorCode(enum.Enum):
     KAFKA_NOT_CONFIGURED = (409, "kafka_not_configured")
     RSM_URL_REFUSED = (403, "rsm_url_refused")  # a byte-range URL of an encrypted RSM segment: bad signature, expired, other range (rsm_urls)
     RSM_DECRYPTION_FAILED = (502, "rsm_decryption_failed")  # an RSM data key or chunk does not decrypt: wrong key, tampered tag, truncated
+    BATCH_TOO_LARGE = (422, "batch_too_large")  # one batch decompresses past max_decoded_bytes (records module doc)
 
     @property
     def status(self) -> int:
@@ -134,7 +143,34 @@ ANSWERS: dict[type[TieredKafkaError], Answer] = {
 """Every core exception a route may meet, by class (the nearest in an exception's MRO wins).
 ``GatewayError`` carries its own code."""
 
+DEPENDENCIES: dict[ErrorCode, str] = {
+    ErrorCode.STORAGE_UNAVAILABLE: "s3",
+    ErrorCode.REGISTRY_UNAVAILABLE: "redis",
+    ErrorCode.REGISTRY_ERROR: "redis",
+    ErrorCode.KAFKA_UNAVAILABLE: "kafka",
+}
+"""The answers about a dependency's failure, and the dependency each names (module doc)."""
+
 _WHERE = "_tiered_kafka_gateway_where"
+
+
+def hidden_failure(dependency: str, detail: str, *, level: int = logging.WARNING) -> str:
+    """Log ``detail`` (a dependency's own error text) under a fresh error id, and return the id:
+    what a body or ``/readyz`` shows instead of the detail (module doc)."""
+    error_id = uuid.uuid4().hex[:16]
+    log.log(level, "%s failure %s: %s", dependency, error_id, detail)
+    return error_id
+
+
+def _public(error: ErrorCode, message: str, details: dict[str, object]) -> tuple[str, dict[str, object]]:
+    """The body's message and details of an answer: a dependency's failure keeps the gateway's own
+    words only, with the dependency and an error id (its detail goes to the log: module doc)."""
+    dependency = DEPENDENCIES.get(error)
+    if dependency is None:
+        return message, details
+    error_id = hidden_failure(dependency, message, level=logging.ERROR if error.status == 500 else logging.WARNING)
+    summary = message.split(": ", 1)[0].rstrip(" :")
+    return f"{summary} ({dependency}; error id {error_id}: the gateway log has the details)", {**details, "dependency": dependency, "error_id": error_id}
 
 
 @contextmanager
@@ -156,17 +192,18 @@ def _table_answer(exc: BaseException) -> Answer | None:
 
 def answer_for(exc: TieredKafkaError, cluster: str | None = None) -> tuple[ErrorCode, str, dict[str, object]] | None:
     """The answer to ``exc`` (code, message, details): its own for a ``GatewayError``, else from
-    ``ANSWERS``; None when no class in its MRO is there."""
+    ``ANSWERS``; None when no class in its MRO is there. A dependency's failure is answered
+    without its detail, which is logged with the body's ``error_id`` (module doc)."""
     if isinstance(exc, GatewayError):
-        return exc.error, exc.message, exc.details
+        return exc.error, *_public(exc.error, exc.message, exc.details)
     found = _table_answer(exc)
     if found is None:
         return None
     where = getattr(exc, _WHERE, None)
     message = found.lead.format(cluster=cluster or "?") + (f"{where}: " if where else "") + str(exc)
-    if found.log_error:
+    if found.log_error and found.error not in DEPENDENCIES:  # a dependency's failure is logged by _public
         log.error("%s (%s)", message, found.error.code)
-    return found.error, message, {}
+    return found.error, *_public(found.error, message, {})
 
 
 def code_of(exc: BaseException) -> ErrorCode | None:

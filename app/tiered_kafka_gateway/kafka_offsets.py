@@ -12,6 +12,10 @@ one at a time, in order. With the default, every read that reached the partition
 500 ms for the empty Fetch that tells librdkafka it is there (partition EOF), and the next call's
 ListOffsets (the watermarks) waited behind the Fetch still in flight from the call before: 1 to
 1.5 s for a read of the last records.
+
+A secured Kafka: the cluster's ``kafka_security`` (``config``: ``security.protocol``, ``sasl.*``,
+``ssl.*``) is added to each consumer's configuration as is. Those values are secrets: the pool keeps
+them in a private attribute, never logs them, and a pool's repr names only its bootstrap servers.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import queue
 import threading
 import uuid
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,8 +47,9 @@ CONSUME_WAIT_S = 0.02
 
 
 class KafkaPool:
-    def __init__(self, bootstrap_servers: str, max_concurrency: int, timeout_s: float) -> None:
+    def __init__(self, bootstrap_servers: str, max_concurrency: int, timeout_s: float, security: Mapping[str, str] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self._security = dict(security or {})  # librdkafka's security settings, secrets revealed (module docstring)
         self.timeout_s = timeout_s
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self.calls = 0
@@ -74,6 +79,7 @@ class KafkaPool:
                         "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,  # a consumer fetches only during a call (module docstring)
                         "socket.timeout.ms": int(self.timeout_s * 1000),
                         "logger": _quiet_logger(),
+                        **self._security,
                     }
                 )
             try:
@@ -88,6 +94,9 @@ class KafkaPool:
         finally:
             self._slots.release()
 
+
+    def __repr__(self) -> str:
+        return f"KafkaPool({self.bootstrap_servers!r})"
 
     def close(self) -> None:
         """Close the idle consumers; one in use is closed when its call ends."""
@@ -155,7 +164,8 @@ def pool_for(cluster: ClusterSource) -> KafkaPool:
                 pool.close()
                 _ALL_POOLS.remove(pool)
             kafka = cluster.settings.kafka
-            pool = KafkaPool(cluster.bootstrap_servers, kafka.max_concurrency, kafka.timeout_s)
+            security = cluster.settings.kafka_client_config(cluster.name)
+            pool = KafkaPool(cluster.bootstrap_servers, kafka.max_concurrency, kafka.timeout_s, security)
             _POOLS[cluster.name] = pool
         return pool
 

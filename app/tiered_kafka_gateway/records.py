@@ -18,6 +18,21 @@ segments while ``max_bytes``/``max_records`` allow, are fetched server-side and 
 format core (CRCs verified; a bad range is 502 corrupt_remote_data). Records below the requested
 offset (the first batch may start before it) and control records are never returned.
 
+**Bounded decoding** (issue 29): ``max_bytes`` counts compressed bytes, and one batch may inflate
+to 256 MiB (``tiered_kafka.format.codecs``), so a response is bounded twice more (``DecodeBudget``):
+decoding stops at the batch that brings ``max_records`` records at or past the offset asked, and
+the records' *decompressed* bytes per request stay within ``max_decoded_bytes`` (setting, default
+64 MiB). Before a compressed batch (magic 2) is decoded, an upper bound of its records block is
+taken without inflating it (snappy's declared length, lz4's and zstd's frame and block headers;
+gzip is inflated as a stream and counted, nothing kept); a batch that would pass the bound is not
+decoded, and the response ends before it: what fits, with ``next_offset`` its base offset, so the
+next read continues exactly there. An uncompressed batch counts its size; so does a legacy (magic
+0/1) compressed wrapper, whose inflated size is not bounded here (those formats predate Kafka 0.11).
+Decision: when the *first* batch alone passes the bound, the answer is 422 ``batch_too_large``
+naming its offset (Kafka's ``fetch.max.bytes`` would hand it over whole to make progress; a JSON
+gateway holding 256 MiB per request for anyone who asks is the hole this closes): raise
+``max_decoded_bytes``, or read that batch through ``/plan`` (the SDK decodes it client-side).
+
 **read_committed over remote data** follows the one rule, ``tiered_kafka.transactions`` (KIP-98:
 a transactional record belongs to the transaction its producer's next marker ends; COMMIT
 delivers, ABORT drops; control records are never returned). Its inputs here:
@@ -54,10 +69,12 @@ from __future__ import annotations
 
 import base64
 import enum
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from tiered_kafka.format.record_batch import iter_batches
+from tiered_kafka.format.codecs import lz4_bound, snappy_size, zstd_bound
+from tiered_kafka.format.record_batch import HEADER_V2_SIZE, Codec, Record, RecordBatch, iter_batches
 from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.modes import Action, Mode, Source, at_remote_end, decide
 from tiered_kafka.read_on import Step, read_on_budget, read_on_for_markers
@@ -198,19 +215,21 @@ def _from_remote(cluster: ClusterSource, request: ReadRequest) -> RecordsRespons
     position = request.offset
     gap = None
     first = True
+    decoding = DecodeBudget(request.offset, request.max_records, max_decoded_bytes(cluster.settings))
     while True:
         plan = cluster.plan(request.topic, request.partition, position, max(budget, 1))
         if first:
             gap, first = plan.gap, False
         for byte_range in plan.ranges:
-            batches.extend(_read_batches(cluster, plan.segment.object_key, byte_range))
+            batches.extend(decoding.read(cluster, plan.segment.object_key, byte_range))
             budget -= byte_range.size
+            if decoding.full:
+                break
         if committed and plan.segment.object_key not in seen_segments:
             seen_segments.add(plan.segment.object_key)
             aborted.extend(cluster.aborted_txns(request.topic, request.partition, plan.segment))
-        position = plan.ranges[-1].last_offset + 1
-        wanted = sum(1 for b in batches if b.control is None for r in b.records if r.offset >= request.offset)
-        if wanted >= request.max_records or budget <= 0 or position > info.latest_offset:
+        position = decoding.next_offset if decoding.full else plan.ranges[-1].last_offset + 1
+        if decoding.full or budget <= 0 or position > info.latest_offset:
             break
         if stable_end is not None and position >= stable_end:
             break
@@ -296,13 +315,120 @@ def committed_batches(
     return delivered, rule.first_held_offset
 
 
-def _read_batches(cluster: ClusterSource, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
-    """The batches of a planned range, CRC-checked (a bad one: 502 ``corrupt_remote_data`` naming ``key``; ``errors.ANSWERS``)."""
+def _range_bytes(cluster: ClusterSource, key: str, byte_range: ByteRange) -> bytes:
+    """A planned range's bytes, exactly its size (else 502 ``corrupt_remote_data`` naming ``key``)."""
     data = cluster.read_range(key, byte_range)
     if len(data) != byte_range.size:
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"{key}: asked {byte_range.size} bytes at {byte_range.start}, got {len(data)}")
+    return data
+
+
+def _read_batches(cluster: ClusterSource, key: str, byte_range: ByteRange, markers_only: bool = False) -> list[DecodedBatch]:
+    """The batches of a planned range, CRC-checked (a bad one: 502 ``corrupt_remote_data`` naming ``key``; ``errors.ANSWERS``)."""
+    data = _range_bytes(cluster, key, byte_range)
     with about(key):
         return [decode_batch(batch, with_records=not markers_only) for batch in iter_batches(data, position=byte_range.start)]
+
+
+def max_decoded_bytes(settings: Any) -> int:
+    """The ``max_decoded_bytes`` setting (module doc)."""
+    return int(settings.max_decoded_bytes)
+
+
+class DecodeBudget:
+    """What one response may still decode (module doc, "Bounded decoding"): records at or past
+    ``offset`` up to ``max_records``, decompressed bytes up to ``limit``. ``full``: stop;
+    ``next_offset``: the offset after the last batch decoded (where the response continues). Batches
+    wholly below ``offset`` (a plan may start early) are skipped undecoded: they are never returned."""
+
+    def __init__(self, offset: int, max_records: int, limit: int) -> None:
+        self.offset, self.max_records, self.limit = offset, max_records, limit
+        self.records = 0
+        self.spent = 0  # decompressed bytes of the records decoded so far
+        self.batches = 0
+        self.full = False
+        self.next_offset = offset
+
+    def read(self, cluster: ClusterSource, key: str, byte_range: ByteRange) -> list[DecodedBatch]:
+        """The batches of ``byte_range`` this budget lets decode, in order (CRC-checked, as ``_read_batches``)."""
+        data = _range_bytes(cluster, key, byte_range)
+        out: list[DecodedBatch] = []
+        with about(key):
+            for batch in iter_batches(data, position=byte_range.start):
+                if self.full:
+                    break
+                if batch.last_offset < self.offset:  # a plan may start batches before the offset asked: never returned, not decoded
+                    continue
+                bound = decoded_size_bound(batch, self.limit - self.spent)
+                if self.spent + bound > self.limit:
+                    if self.batches == 0:
+                        raise GatewayError(
+                            ErrorCode.BATCH_TOO_LARGE,
+                            f"the batch at offset {batch.base_offset} decompresses to more than the {self.limit} bytes a /records "
+                            "response may decode (max_decoded_bytes): read it through /plan, or raise max_decoded_bytes",
+                            offset=batch.base_offset,
+                            max_decoded_bytes=self.limit,
+                        )
+                    self.full = True
+                    break
+                decoded = decode_batch(batch)
+                self.batches += 1
+                self.spent += bound if batch.magic < 2 or batch.codec == Codec.NONE else sum(_record_bytes(r) for r in decoded.records)
+                self.next_offset = decoded.last_offset + 1
+                if decoded.control is None:
+                    self.records += sum(1 for r in decoded.records if r.offset >= self.offset)
+                out.append(decoded)
+                if self.records >= self.max_records:
+                    self.full = True
+        return out
+
+
+_RECORD_OVERHEAD = 32  # bytes charged per record beyond its key, value and headers (its varints, a generous upper bound)
+
+
+def _record_bytes(record: Record) -> int:
+    """A decoded record's share of its batch's decompressed records block (at least)."""
+    headers = sum(len(k) + len(v or b"") for k, v in record.headers)
+    return _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"") + headers
+
+
+def decoded_size_bound(batch: RecordBatch, limit: int) -> int:
+    """An upper bound of the bytes ``batch``'s records take once decompressed, without inflating
+    it (module doc); above ``limit`` it may stop counting and answer anything above ``limit``."""
+    if batch.magic < 2 or batch.codec == Codec.NONE:
+        return batch.size
+    payload = batch.buffer[HEADER_V2_SIZE:]
+    codec = batch.codec
+    if codec == Codec.GZIP:
+        return _gzip_size(payload, limit)
+    if codec == Codec.SNAPPY:
+        return snappy_size(payload)
+    if codec == Codec.LZ4:
+        return lz4_bound(payload)
+    return zstd_bound(payload) if codec == Codec.ZSTD else batch.size  # an unknown codec: the decoder rejects it
+
+
+def _gzip_size(payload: memoryview, limit: int) -> int:
+    """The inflated size of gzip member(s) (RFC 1952), counted as a stream and discarded; stops past ``limit``.
+    A truncated or malformed stream counts what inflated: the decoder rejects it."""
+    rest = bytes(payload)
+    total = 0
+    while rest:
+        stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = rest
+        try:
+            while not stream.eof:
+                out = stream.decompress(pending, 2**20)
+                total += len(out)
+                if total > limit:
+                    return total
+                pending = stream.unconsumed_tail
+                if not out and not pending:
+                    return total
+        except zlib.error:
+            return total
+        rest = stream.unused_data
+    return total
 
 
 def _remote_record(record: Any, encoding: Encoding) -> RecordOut:

@@ -33,6 +33,20 @@ the field fetch the batch index first (one GET). Other segments — Pinterest-la
 index — are planned from the ``.index`` (cached, bounded) and batch headers read in windows by
 ranged GETs (cached per segment, bounded). Either way a repeated plan costs one registry lookup
 and a presign per range, no S3 request. ``s3_gets_by_kind`` counts GETs by file kind.
+
+**Bounds** (issue 29). A plan presigns at most ``max_ranges_per_plan`` ranges (setting, default
+1024): a small ``range_bytes`` with a large ``max_bytes`` is answered with
+the first ones and ``next_offset`` after the last, where the next plan continues (decision: what
+fits, not a 400; a reader already loops on ``next_offset``). A partition's segment list (``segments``:
+``/time-ranges``, ``/offsets``) is cached by its registry extent (``PartitionInfo``, one HGETALL per
+call: a registration or deletion changes it), bounded by bytes, so a repeated call does not load
+every segment again.
+
+**Trust no store**: a segment's ``object_key`` comes from Redis; before it is read or presigned it
+must be a ``.log`` key of that very partition in this cluster's keyspace (``tiered_kafka.keyspace``:
+``Keyspace.parse`` names the same topic and partition). Anything else is 500
+``corrupt_registry_data`` naming the partition and the segment's first offset; the key itself,
+which could be hostile, is logged (repr, cut at 200 characters), never put in the body.
 """
 
 from __future__ import annotations
@@ -62,12 +76,12 @@ from tiered_kafka.read_plan import (
     plan_ranges,
     sparse_plan_fits,
 )
-from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, PartitionInfo, Registry, SegmentEntry, connect
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, Registry, SegmentEntry, connect
 from tiered_kafka.transactions import remote_last_stable_offset
 from tiered_kafka_gateway.plans import Plan, out_of_range
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about, hidden_failure
 from tiered_kafka_gateway.s3_listing import list_partitions
 from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import SegmentIndexes, last_offset_in
@@ -106,7 +120,11 @@ class ClusterReader(SegmentIndexes, CountsS3):
         self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
         self._recent_segments = RecentSegments(cache.segment_ttl_s, cache.segment_bytes // 2)
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
-        self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 2, lambda found: 64)
+        self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 4, lambda found: 64)
+        # (topic, partition, its PartitionInfo) -> its registered segments (module doc, "Bounds")
+        self._segment_lists: LRU[tuple[str, int, PartitionInfo], list[SegmentEntry]] = LRU(
+            "segment_list", cache.segment_bytes // 4, lambda entries: 64 + sum(300 + 2 * len(e.object_key) + len(e.sparse_index or b"") for e in entries)
+        )
 
     @classmethod
     def connect(cls, name: str, cluster: ClusterSettings, settings: GatewaySettings) -> ClusterReader:
@@ -134,7 +152,7 @@ class ClusterReader(SegmentIndexes, CountsS3):
     def caches(self) -> list[LRU[Any, Any]]:
         """Every cache of this reader (for ``/metrics``)."""
         return [self.indexes, self.headers, self.batch_indexes, self.sparse_indexes, self.txn_indexes, self._listings,
-                self._recent_segments.cache, self._last_entries]
+                self._recent_segments.cache, self._last_entries, self._segment_lists]
 
     def _get(self, key: str, byte_range: str | None = None) -> bytes:
         return self.objects.get(key, byte_range)
@@ -196,7 +214,31 @@ class ClusterReader(SegmentIndexes, CountsS3):
         return None if found is None else remote_last_stable_offset(*found)
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
-        return self.registry.segments(topic, partition)
+        """The registered segments, cached by the partition's extent (module doc, "Bounds"), keys checked."""
+        info = self.registry.partition_info(topic, partition)
+        if info is None:
+            return self.registry.segments(topic, partition)
+
+        def load() -> list[SegmentEntry]:
+            return [self._trusted(topic, partition, e) for e in self.registry.segments(topic, partition)]
+
+        return self._segment_lists.get_or_load((topic, partition, info), load)
+
+    def _trusted(self, topic: str, partition: int, entry: SegmentEntry) -> SegmentEntry:
+        """``entry``, once its object key is a ``.log`` of this partition in the keyspace (module doc)."""
+        try:
+            parsed = self.keyspace.parse(entry.object_key)
+            ok = (parsed.topic, parsed.partition) == (topic, partition) and parsed.segment is not None and parsed.segment.kind == FileKind.LOG
+        except InvalidSegmentNameError:
+            ok = False
+        if not ok:
+            log.error("cluster %s: the registry entry of %s-%s segment %d names object %.200r, outside the partition's prefix %s",
+                      self.name, topic, partition, entry.first, entry.object_key, self.keyspace.partition_prefix(topic, partition))
+            raise MalformedRegistryDataError(
+                f"segment {entry.first} of {topic}-{partition}: its object_key is not a .log of the partition's prefix "
+                f"{self.keyspace.partition_prefix(topic, partition)} (the key is in the gateway log)"
+            )
+        return entry
 
     def segment_for(self, topic: str, partition: int, offset: int) -> tuple[RemoteSegment, Gap | None]:
         """The segment holding ``offset``; in a gap, the next segment and the gap."""
@@ -210,7 +252,7 @@ class ClusterReader(SegmentIndexes, CountsS3):
             return cached, None
         entry = self.registry.find(topic, partition, offset)
         if entry is not None:
-            segment = _from_entry(entry)
+            segment = _from_entry(self._trusted(topic, partition, entry))
             self._recent_segments.remember(topic, partition, segment)
             return segment, None
         info = self.registry.partition_info(topic, partition)
@@ -224,7 +266,7 @@ class ClusterReader(SegmentIndexes, CountsS3):
             gap = next((g for g in gaps if g.start_offset <= offset <= g.end_offset), None)
             if following is None:
                 raise out_of_range(topic, partition, offset, info.earliest_offset, info.latest_offset)
-            return _from_entry(following), gap or Gap(offset, following.first - 1, "no remote segment", 0)
+            return _from_entry(self._trusted(topic, partition, following)), gap or Gap(offset, following.first - 1, "no remote segment", 0)
         listed = self._listed(topic, partition)
         if not listed:
             coverage = self.coverage_start(topic, partition)
@@ -339,6 +381,7 @@ class ClusterReader(SegmentIndexes, CountsS3):
                     max_bytes=max_bytes,
                     range_bytes=range_bytes,
                 )
+        ranges = ranges[: max_ranges_per_plan(self.settings)]  # module doc, "Bounds": next_offset continues after the last
         ttl = self.settings.presign_ttl_s
         urls = [self.objects.presign(segment.object_key, r, ttl) for r in ranges]
         if sparse is not None and sparse[1] is not None:  # last: the load starts once this plan is made
@@ -364,10 +407,15 @@ class ClusterReader(SegmentIndexes, CountsS3):
         try:
             self.redis.ping()
             status["redis"] = "ok"
-        except redis.RedisError as err:
-            status["redis"] = f"unavailable: {err}"
+        except redis.RedisError as err:  # the detail goes to the log only (errors module doc)
+            status["redis"] = f"unavailable (error id {hidden_failure('redis', f'PING: {err}')})"
         status["s3"] = self.objects.check()
         return status
+
+
+def max_ranges_per_plan(settings: Any) -> int:
+    """The ``max_ranges_per_plan`` setting (module doc, "Bounds")."""
+    return int(settings.max_ranges_per_plan)
 
 
 def _from_entry(entry: SegmentEntry) -> RemoteSegment:

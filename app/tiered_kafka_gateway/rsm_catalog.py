@@ -226,10 +226,11 @@ def _uncovered(low: int, high: int, taken: list[tuple[int, int]]) -> list[tuple[
 class MetadataCatalog:
     """Live segments from ``__remote_log_metadata`` (module docstring)."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, prefix: str, ttl_s: float, timeout_s: float) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, prefix: str, ttl_s: float, timeout_s: float, security: dict[str, str] | None = None) -> None:
         from tiered_kafka.rsm.remote_log_metadata import LiveSegments
 
         self.bootstrap_servers, self.topic, self.prefix, self.ttl_s, self.timeout_s = bootstrap_servers, topic, prefix, ttl_s, timeout_s
+        self._security = dict(security or {})  # the cluster's kafka_security (config), secrets revealed: never logged
         self._live = LiveSegments()
         self._lock = threading.Lock()
         self._consumer: Any = None
@@ -300,6 +301,7 @@ class MetadataCatalog:
                 "enable.partition.eof": False,
                 "auto.offset.reset": "earliest",
                 "socket.timeout.ms": int(self.timeout_s * 1000),
+                **self._security,
             })
             self._consumer = consumer  # closed by _reset on any failure below
             metadata = consumer.list_topics(self.topic, timeout=self.timeout_s).topics.get(self.topic)

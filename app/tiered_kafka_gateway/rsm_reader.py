@@ -126,7 +126,9 @@ class RsmClusterReader(CountsS3):
         self._log_starts: LRU[tuple[str, int], int | None] = LRU("rsm_log_start", cache.segment_bytes // 4, lambda found: 64, ttl_s=cache.listing_ttl_s)
         ttl = cache.listing_ttl_s
         if bootstrap_servers:
-            self.catalog: ListingCatalog | MetadataCatalog = MetadataCatalog(bootstrap_servers, rsm.metadata_topic, self.prefix, ttl, settings.kafka.timeout_s)
+            self.catalog: ListingCatalog | MetadataCatalog = MetadataCatalog(
+                bootstrap_servers, rsm.metadata_topic, self.prefix, ttl, settings.kafka.timeout_s, settings.kafka_client_config(name)
+            )
         else:
             self.catalog = ListingCatalog(self.s3, self.bucket, self.prefix, ttl, self._describe)
 

@@ -39,11 +39,22 @@ def signed_url(public_url: str, secret: bytes, cluster: str, key: str, start: in
     return f"{public_url.rstrip('/')}{PATH_PREFIX}{quote(cluster, safe='')}/{quote(key, safe='/')}?start={start}&end={end}&expires={expires}&signature={sig}"
 
 
-def verify(secret: bytes, cluster: str, key: str, start: int, end: int, expires: int, signature: str) -> None:
-    """``GatewayError`` rsm_url_refused unless ``signature`` signs exactly these values and has not expired."""
+REFUSED_MESSAGE = "the byte-range URL's signature does not match a KIP-405 cluster, object and range of this gateway"
+
+
+def refused() -> GatewayError:
+    """The one answer to a URL that this gateway did not sign for one of its KIP-405 clusters: a bad
+    signature, an unknown cluster and a cluster of another kind alike (``routes.rsm_ranges``)."""
+    return GatewayError(ErrorCode.RSM_URL_REFUSED, REFUSED_MESSAGE)
+
+
+def verify(secret: bytes | None, cluster: str, key: str, start: int, end: int, expires: int, signature: str) -> None:
+    """``GatewayError`` rsm_url_refused unless ``signature`` signs exactly these values and has not
+    expired; ``secret`` None (the gateway signs no URLs) refuses every URL, after the same work."""
     # bytes, not str: compare_digest refuses a str with non-ASCII characters (TypeError), and the
     # signature is whatever the caller put in the query
-    if not hmac.compare_digest(_signature(secret, cluster, key, start, end, expires).encode(), signature.encode("utf-8", "surrogatepass")):
-        raise GatewayError(ErrorCode.RSM_URL_REFUSED, "the byte-range URL's signature does not match its cluster, object and range")
+    expected = _signature(secret or b"", cluster, key, start, end, expires).encode()
+    if not hmac.compare_digest(expected, signature.encode("utf-8", "surrogatepass")) or secret is None:
+        raise refused()
     if expires < time.time():
         raise GatewayError(ErrorCode.RSM_URL_REFUSED, "the byte-range URL has expired: plan again")

@@ -4,7 +4,7 @@ Both kinds of cluster reader (``remote.ClusterReader``, ``rsm_reader.RsmClusterR
 one ``S3Objects`` (built in ``sources.build_source``), so a test hands them a fake client instead.
 S3's failures are answered here, at the boundary, as the gateway's errors: a missing object is 502
 ``corrupt_remote_data`` (the registry or the metadata named it), any other failure 503
-``storage_unavailable``. A ranged GET must be answered with the range asked (``Content-Range``):
+``storage_unavailable`` (its body without boto's text, which goes to the log: ``errors`` module doc). A ranged GET must be answered with the range asked (``Content-Range``):
 a server or proxy that ignored ``Range`` would otherwise make the gateway buffer a whole segment
 and read the wrong bytes; it is checked before the body is read, and the body is closed unread.
 
@@ -26,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.service_support import s3_client
 from tiered_kafka_gateway.config import GatewaySettings
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, hidden_failure
 
 
 class S3Objects:
@@ -93,8 +93,8 @@ class S3Objects:
         try:
             self.client.head_bucket(Bucket=self.bucket)
             return "ok"
-        except (ClientError, BotoCoreError) as err:
-            return f"unavailable: {err}"
+        except (ClientError, BotoCoreError) as err:  # the detail goes to the log only (errors module doc)
+            return f"unavailable (error id {hidden_failure('s3', f'HEAD bucket {self.bucket}: {err}')})"
 
 
 class CountsS3:

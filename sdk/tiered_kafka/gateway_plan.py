@@ -12,7 +12,7 @@ offsets a read meets as a gap (``read_gap``). Pure data and arithmetic: no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class PlannedRange:
     end: int
     first_offset: int
     last_offset: int
-    url: str
+    url: str = field(repr=False)  # a presigned URL is a credential (its signature): out of the default repr
     range_header: str
     transformed: ChunkedRange | None = None
 

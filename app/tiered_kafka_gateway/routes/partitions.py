@@ -6,6 +6,10 @@ but does not know it, ``kafka`` is null and ``kafka_error`` says so. It answers 
 nothing at all is known of the partition: no remote data, no coverage start, no gap, not in Kafka.
 Offsets before the coverage start and recorded gaps are reported as such (``coverage_start_offset``,
 ``gaps``), never left for the reader to discover as silence.
+
+A plan holds at most ``max_ranges_per_plan`` ranges (``remote`` module doc, "Bounds"): ``max_bytes``
+is first lowered to ``range_bytes`` times that many, then the ranges cut to it; ``next_offset``
+says where the next plan continues (decision: what fits rather than a 400).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.registry import SegmentEntry
 from tiered_kafka.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
-from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic
+from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.records import IsolationLevel, committed_batches
+from tiered_kafka_gateway.remote import max_ranges_per_plan
 from tiered_kafka_gateway.models import (
     ClusterList,
     ErrorDetail,
@@ -46,7 +51,7 @@ Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="Kafka offset")]
 
 @router.get("/clusters", operation_id="listClusters", summary="Clusters served by this gateway")
 def clusters_(settings: Settings, caller: Caller) -> ClusterList:
-    return ClusterList(clusters=sorted(settings.clusters))
+    return ClusterList(clusters=visible_clusters(settings, caller))
 
 
 @router.get("/clusters/{cluster}/topics", operation_id="listTopics", summary="Topics with remote data (those the caller may read)")
@@ -121,7 +126,8 @@ def locate(
     ] = IsolationLevel.READ_UNCOMMITTED,
     range_bytes: Annotated[
         int | None,
-        Query(ge=4096, description="preferred size of one range, up to max_bytes_limit (default: range_bytes); max_bytes gives the fewest ranges, hence GETs"),
+        Query(ge=4096, description="preferred size of one range, up to max_bytes_limit (default: range_bytes); max_bytes gives the fewest ranges, hence GETs; "
+        "a plan holds at most max_ranges_per_plan ranges (next_offset continues)"),
     ] = None,
 ) -> Response:
     settings = cluster.settings
@@ -130,6 +136,7 @@ def locate(
         raise GatewayError(ErrorCode.INVALID_REQUEST, f"max_bytes {wanted} is above the limit {settings.max_bytes_limit}")
     if range_bytes is not None and range_bytes > settings.max_bytes_limit:
         raise GatewayError(ErrorCode.INVALID_REQUEST, f"range_bytes {range_bytes} is above the limit {settings.max_bytes_limit}")
+    wanted = min(wanted, (range_bytes or settings.range_bytes) * max_ranges_per_plan(settings))  # module doc: bounded presigns
     plan = cluster.plan(topic, partition, offset, wanted, range_bytes=range_bytes)
     body = PlanResponse(
         cluster=cluster.name,

@@ -12,6 +12,10 @@ at most ``max_bytes_limit`` (the largest ``max_bytes`` a plan may be asked), or 
 a single batch is larger (``read_plan``: a plan holds at least one whole batch). A signed range
 larger than both (a URL signed before ``max_bytes_limit`` was lowered) is refused with 422
 ``invalid_request`` naming the bound.
+
+The route needs no token (the URL is the credential), so it must not tell which clusters exist: an
+unknown cluster, a cluster that is not KIP-405, a gateway without ``rsm_url_secret`` and a signature
+that does not match all answer one and the same 403 ``rsm_url_refused`` (``rsm_urls.refused``).
 """
 
 from __future__ import annotations
@@ -49,9 +53,12 @@ def read_rsm_range(
     reader = request.app.state.readers.get(cluster)
     settings = request.app.state.settings
     secret = settings.rsm_url_secret
-    if not isinstance(reader, RsmClusterReader) or secret is None:
-        raise GatewayError(ErrorCode.RSM_URL_REFUSED, "the byte-range URL does not name a KIP-405 cluster of this gateway")
-    rsm_urls.verify(secret.get_secret_value().encode(), cluster, key, start, end, expires, signature)
+    # the signature first, whatever the cluster: an unknown cluster, one of another kind and a bad
+    # signature get one and the same answer (rsm_urls.refused), so that this route, which needs no
+    # token, does not tell which clusters exist
+    rsm_urls.verify(secret.get_secret_value().encode() if secret is not None else None, cluster, key, start, end, expires, signature)
+    if not isinstance(reader, RsmClusterReader):  # only a gateway with another config signed it (same secret, other clusters)
+        raise rsm_urls.refused()
     if range_header != f"bytes={start}-{end - 1}":
         raise GatewayError(ErrorCode.RSM_URL_REFUSED, f"the Range header must be bytes={start}-{end - 1}, the range the URL was signed for")
     size = reader.original_size(key)

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic
+from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.ui import UI_PREFIX, data, pages
 
@@ -25,7 +25,7 @@ PageNumber = Annotated[int, Query(ge=0, le=10**9, description="page, from 0")]
 
 @router.get("/", name="uiIndex")
 def index(settings: Settings, caller: Caller) -> HTMLResponse:
-    return HTMLResponse(pages.index_page(sorted(settings.clusters)))
+    return HTMLResponse(pages.index_page(visible_clusters(settings, caller)))
 
 
 @router.get("/clusters/{cluster}", name="uiCluster")

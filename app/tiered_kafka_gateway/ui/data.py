@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from tiered_kafka.registry import CoverageStart, Gap, PartitionInfo, SegmentEntry
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Access
-from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError, answer_for
 from tiered_kafka_gateway.sources import ClusterSource
 
 OVERVIEW_PAGE_PARTITIONS = 200
@@ -167,7 +167,7 @@ def kafka_range(reader: ClusterSource, topic: str, partition: int) -> tuple[tupl
     try:
         return kafka_offsets.watermarks(reader, topic, partition), None
     except GatewayError as err:
-        return None, f"{err.error.code}: {err.message}"
+        return None, f"{err.error.code}: {answer_for(err)[1]}"  # type: ignore[index]  # a dependency's text stays in the log (errors module doc)
 
 
 def segment_page(segments: Sequence[SegmentEntry], number: int, rows: int = SEGMENT_PAGE_ROWS) -> tuple[Sequence[SegmentEntry], Page]:

@@ -38,12 +38,13 @@ so they are refused with a message saying what to set instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tiered_kafka.consumer.prefetch import THREAD_OVERHEAD
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
+from tiered_kafka.properties import parse_bool
 
 #: ``tiered.prefetch.max.bytes``: twice librdkafka's queued.max.messages.kbytes (64 MiB), because a
 #: range is reserved three times over while it is fetched (``prefetch.IN_FLIGHT_FACTOR``)
@@ -65,7 +66,7 @@ _RESET_ALIASES = {"smallest": "earliest", "beginning": "earliest", "earliest": "
 class TieredConfig:
     mode: Mode
     gateway_url: str | None
-    gateway_token: str | None
+    gateway_token: str | None = field(repr=False)  # a secret: out of the default repr
     cluster: str | None
     prefetch_max_bytes: int
     prefetch_parallelism: int
@@ -81,7 +82,9 @@ class TieredConfig:
     auto_commit_interval_s: float
     cooperative: bool  # incremental rebalancing: cooperative-sticky, or the KIP-848 consumer protocol
     read_committed: bool
-    kafka: dict[str, Any]  # what the wrapped confluent_kafka.Consumer gets (None when no bootstrap.servers)
+    # what the wrapped confluent_kafka.Consumer gets (None when no bootstrap.servers); out of the default
+    # repr: it may hold sasl.password, ssl.key.password, ssl.key.pem and the like
+    kafka: dict[str, Any] = field(repr=False)
 
     @property
     def has_kafka(self) -> bool:
@@ -193,11 +196,10 @@ def _optional_int(config: dict[str, Any], key: str, minimum: int) -> int | None:
 
 
 def _bool(raw: Any, key: str) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if str(raw).lower() in ("true", "false"):
-        return str(raw).lower() == "true"
-    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+    value = parse_bool(raw)
+    if value is None:
+        raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+    return value
 
 
 def _choice(config: dict[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:

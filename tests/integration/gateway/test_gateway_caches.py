@@ -52,7 +52,7 @@ def test_every_cache_is_bounded_by_bytes_and_exported(served) -> None:
         assert client.get(f"{base}/plan", params={"offset": offset}).status_code == 200
     reader = client.app.state.readers[settings.cluster]
     names = {c.name for c in reader.caches}
-    assert names == {"index", "headers", "batch_index", "sparse_index", "txn_index", "listing", "segments", "last_entry"}
+    assert names == {"index", "headers", "batch_index", "sparse_index", "txn_index", "listing", "segments", "last_entry", "segment_list"}
     assert reader.wait_for_background_loads()
     body = client.get("/metrics").text
     for cache in reader.caches:
