@@ -368,7 +368,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, Connection]:
-    """The arguments, with the gateway, cluster, token and bootstrap servers resolved (``cli_config``)."""
+    """The arguments, with the gateway, cluster, token and bootstrap servers resolved (``cli.settings``)."""
     parser = _parser()
     args = parser.parse_args(argv)
     connection = resolve(args)

@@ -1,6 +1,6 @@
 """Arguments of ``tiered-kafka``'s subcommands that are not its own parser's: where to read (every
-subcommand: ``add_connection_arguments``; resolved by ``cli_config``) and ``export``'s (apart from
-``cli_export`` so that the parser is built without loading the bulk reader and its writers).
+subcommand: ``add_connection_arguments``; resolved by ``cli.settings``) and ``export``'s (apart from
+``cli.export`` so that the parser is built without loading the bulk reader and its writers).
 Rules: ``tiered_kafka.cli``'s module doc."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ FORMATS = ("parquet", "arrow", "iceberg")
 
 def add_connection_arguments(sub: argparse.ArgumentParser, *, kafka: bool = True) -> None:
     """Where to read: each option also comes from the environment or the configuration file
-    (``cli_config``; the command line wins). ``kafka``: the subcommand reads Kafka too."""
+    (``cli.settings``; the command line wins). ``kafka``: the subcommand reads Kafka too."""
     group = sub.add_argument_group("where to read (each also from the environment or the configuration file: see tiered-kafka --help)")
     group.add_argument("-F", "--config", type=Path, metavar="FILE", help="configuration file, key=value (default: $TIERED_KAFKA_CONFIG, else ~/.config/tiered-kafka/config)")
     group.add_argument("--gateway", metavar="URL", help="gateway URL ($TIERED_KAFKA_GATEWAY_URL, tiered.gateway.url)")

@@ -66,7 +66,7 @@ def default_config_path(environ: Mapping[str, str]) -> Path:
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Connection:
-    """The settings of ``args`` (the options of ``cli_args.add_connection_arguments``), completed from
+    """The settings of ``args`` (the options of ``cli.args.add_connection_arguments``), completed from
     ``environ`` (default ``os.environ``) and then the configuration file (module doc). ``ConfigError``:
     a named file is missing or malformed, or ``--token-file`` cannot be read."""
     env = os.environ if environ is None else environ
