@@ -42,7 +42,7 @@ def child_bulk(gateway_url: str, cluster: str, last: int, budget: int) -> dict[s
     import pyarrow.compute as pc
 
     from tiered_kafka.bulk import BulkReader
-    from tiered_kafka.columnar_read import decode_columnar_impl
+    from tiered_kafka.client.columnar_read import decode_columnar_impl
 
     decode_columnar_impl()  # the decoder loaded before timing, as confluent-kafka's library is
     with BulkReader(gateway_url, cluster, memory_budget=budget) as reader:
@@ -69,7 +69,7 @@ def child_raw(gateway_url: str, cluster: str, last: int, budget: int) -> dict[st
     from concurrent.futures import ThreadPoolExecutor
 
     from tiered_kafka.bulk import DEFAULT_PARALLELISM, BulkReader
-    from tiered_kafka.gateway_client import coalesce_ranges
+    from tiered_kafka.client.gateway import coalesce_ranges
 
     with BulkReader(gateway_url, cluster, memory_budget=budget) as reader, ThreadPoolExecutor(DEFAULT_PARALLELISM) as pool:
         client = reader.client

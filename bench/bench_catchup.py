@@ -78,7 +78,7 @@ STAND_IN = "KIP-405 with DirectoryRemoteStorageManager (ours, a local directory)
 # -- children -------------------------------------------------------------------------------------------
 def _count_gets() -> Any:
     """Count every presigned GET of this process (``GatewayClient.fetch``: the one path to S3 ranges)."""
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
     counter = itertools.count()
     fetch = GatewayClient.fetch

@@ -47,7 +47,7 @@ def child_export(gateway_url: str, cluster: str, last: int, root: str, name: str
     import pyiceberg.catalog.sql  # noqa: F401 (PyIceberg's modules loaded before timing, as the Parquet writer's are)
     import pyiceberg.io.pyarrow  # noqa: F401
 
-    from tiered_kafka.columnar_read import decode_columnar_impl
+    from tiered_kafka.client.columnar_read import decode_columnar_impl
     from tiered_kafka.iceberg.export import export_iceberg
 
     decode_columnar_impl()
@@ -63,7 +63,7 @@ def child_parquet(gateway_url: str, cluster: str, last: int, root: str, name: st
     import pyarrow.parquet as pq
 
     from tiered_kafka.bulk import BulkReader
-    from tiered_kafka.columnar_read import decode_columnar_impl
+    from tiered_kafka.client.columnar_read import decode_columnar_impl
 
     decode_columnar_impl()
 

@@ -55,7 +55,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def read_through_plans(reader: Any, earliest: int, latest: int, max_bytes: int) -> tuple[int, int, int]:
     """(plans, client range GETs after coalescing, bytes) reading the partition in order through presigned URLs."""
-    from tiered_kafka.gateway_client import PlannedRange, coalesce_ranges
+    from tiered_kafka.client.gateway import PlannedRange, coalesce_ranges
 
     plans = gets = total = 0
     offset = earliest

@@ -50,8 +50,8 @@ VALUE_BYTES = 1024
 
 
 def child_read(gateway_url: str, cluster: str, last: int, max_bytes: int) -> dict[str, Any]:
-    from tiered_kafka.gateway_client import GatewayClient, coalesce_ranges
-    from tiered_kafka.remote_read import decode_range, fetch_range
+    from tiered_kafka.client.gateway import GatewayClient, coalesce_ranges
+    from tiered_kafka.client.remote_read import decode_range, fetch_range
 
     with GatewayClient(gateway_url, cluster) as client:
         start, cpu_start = time.perf_counter(), time.process_time()

@@ -107,7 +107,7 @@ def child_confluent(bootstrap: str, last: int) -> dict[str, Any]:
 def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
     import httpx
 
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
     client = GatewayClient(gateway_url, cluster)
     start = time.perf_counter()

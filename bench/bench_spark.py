@@ -177,7 +177,7 @@ def spark_rounds(master: str, options: dict[str, str], rounds: int) -> list[tupl
 
 def raw_rounds(gateway_url: str, cluster: str, options: dict[str, str], rounds: int, threads: int) -> tuple[int, list[float], int]:
     """(bytes, seconds per round, GETs) fetching the data source's GETs through their presigned URLs."""
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
     from tiered_kafka.spark.options import parse_options
     from tiered_kafka.spark.planning import plan_source
     from tiered_kafka.spark.reading import task_gets

@@ -151,7 +151,7 @@ def fetched_bytes(options: dict[str, str], start: dt.datetime, end: dt.datetime)
     """(bytes fetched, GETs) by the query's planned GETs, planned as Spark's pushdown worker plans them."""
     from pyspark.sql.datasource import GreaterThanOrEqual, LessThan
 
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
     from tiered_kafka.spark.datasource import TieredKafkaPushdownReader
     from tiered_kafka.spark.options import parse_options
     from tiered_kafka.spark.reading import task_gets

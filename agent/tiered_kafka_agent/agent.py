@@ -37,7 +37,7 @@ from tiered_kafka.format.segment_names import SegmentFileName, parse_partition_d
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry, connect
-from tiered_kafka.service_support import s3_client as shared_s3_client
+from tiered_kafka_service.support import s3_client as shared_s3_client
 from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.config import AgentSettings
 from tiered_kafka_agent.high_watermark import HighWatermarks

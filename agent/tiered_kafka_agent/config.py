@@ -52,7 +52,7 @@ from pydantic_settings import SettingsConfigDict
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.properties import read_properties
 from tiered_kafka.registry import check_url, describe_url
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes
+from tiered_kafka_service.support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes
 
 ENV_PREFIX = "TIERED_KAFKA_AGENT_"
 

@@ -75,7 +75,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.registry import check_url
-from tiered_kafka.service_support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
+from tiered_kafka_service.support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024

@@ -44,7 +44,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from tiered_kafka.processes import pid_exists
+from tiered_kafka_service.processes import pid_exists
 from tiered_kafka_gateway import kafka_offsets
 
 PREFIX = "tiered_kafka_gateway"

@@ -79,7 +79,7 @@ from tiered_kafka.format.txn_index import AbortedTxn
 from tiered_kafka.modes import Action, Mode, Source, at_remote_end, decide
 from tiered_kafka.read_on import Step, read_on_budget, read_on_for_markers
 from tiered_kafka.read_plan import ByteRange
-from tiered_kafka.remote_read import DecodedBatch, decode_batch
+from tiered_kafka.client.remote_read import DecodedBatch, decode_batch
 from tiered_kafka.transactions import CommittedFilter, Fate
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about

@@ -17,7 +17,7 @@ without a batch index. How each range is served depends on the manifest:
   chunks (``ChunkIndex.chunks_for``), each its own zstd frame. The presigned URL covers those chunks'
   transformed bytes, ``range_header`` is that transformed range, and ``transformed`` (``models.ChunkedRange``)
   tells the client the frames' sizes and the original position of the first one, so it decompresses
-  and keeps ``[start, end)`` (``tiered_kafka.remote_read.fetch_range``). Adjacent ranges may share a
+  and keeps ``[start, end)`` (``tiered_kafka.client.remote_read.fetch_range``). Adjacent ranges may share a
   boundary chunk: it is fetched by both.
 * **encrypted**: clients never see keys. The URL is the gateway's own byte-range endpoint
   (``rsm_urls``, ``routes.rsm_ranges``): signed like a presigned URL, it serves original bytes.

@@ -24,7 +24,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tiered_kafka.read_plan import ByteRange
-from tiered_kafka.service_support import s3_client
+from tiered_kafka_service.support import s3_client
 from tiered_kafka_gateway.config import GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, hidden_failure
 

@@ -72,10 +72,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tiered_kafka.columnar_read import ColumnarSelector, finish_read, read_range
+from tiered_kafka.client.columnar_read import ColumnarSelector, finish_read, read_range
 from tiered_kafka.errors import ConfigError, GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError
 from tiered_kafka.format.columnar import HEADERS_TYPE  # the decoder's headers column, delivered as it is
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges, read_gap
+from tiered_kafka.client.gateway import GatewayClient, PlannedRange, coalesce_ranges, read_gap
 from tiered_kafka.transactions import CommittedFilter
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Response
 
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.registry import SegmentEntry
-from tiered_kafka.remote_read import DecodedBatch, decode_batch
+from tiered_kafka.client.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError

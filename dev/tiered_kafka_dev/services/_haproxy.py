@@ -13,7 +13,7 @@ and ``docs/gateway-replicas.md`` shows it) puts N gateway replicas behind one fr
   the connection is reset or closed with no response). HAProxy keeps a copy of the request to
   replay it (only requests without a body, which all of the gateway's API are: idempotent GETs).
   Answers of a live gateway (4xx, 5xx) are passed to the client unchanged: whether to retry
-  them is the client's decision (``tiered_kafka.gateway_client``);
+  them is the client's decision (``tiered_kafka.client.gateway``);
 * ``timeout server`` bounds a request (default 60 s: a plan or a records page is far shorter).
 
 The process runs in the foreground (``haproxy -f haproxy.cfg -db``) and is stopped by its PID like

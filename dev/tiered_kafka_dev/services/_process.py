@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
-from tiered_kafka.processes import pid_exists
+from tiered_kafka_service.processes import pid_exists
 
 __all__ = [
     "LocalService",
@@ -154,7 +154,7 @@ def log_tail(path: Path, lines: int = 40) -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with id ``pid`` exists (``tiered_kafka.processes.pid_exists``) and is not a zombie."""
+    """Whether a process with id ``pid`` exists (``tiered_kafka_service.processes.pid_exists``) and is not a zombie."""
     if not pid_exists(pid):
         return False
     try:

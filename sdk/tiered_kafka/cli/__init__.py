@@ -53,9 +53,9 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 from tiered_kafka.cli.args import add_connection_arguments, add_export_arguments
 from tiered_kafka.cli.settings import SETTINGS, Connection, resolve
 from tiered_kafka.errors import ConfigError, GatewayRequestError, RemoteGapError, TieredKafkaError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
-from tiered_kafka.remote_read import visible_until
+from tiered_kafka.client.remote_read import visible_until
 
 if TYPE_CHECKING:
     from tiered_kafka.consumer import TieredConsumer

@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from tiered_kafka.cli import Refused
 from tiered_kafka.cli.settings import Connection
 from tiered_kafka.errors import GatewayRequestError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, PlanGap
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent, PlanGap
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -86,7 +86,7 @@ from tiered_kafka.consumer.prefetch import ByteBudget, data_budget
 from tiered_kafka.consumer.tallies import SourceCounts
 from tiered_kafka.consumer.tiers import Tiers
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.modes import Mode
 
 TP = tuple[str, int]

@@ -48,15 +48,15 @@ from confluent_kafka import (
     Message,
 )
 
-from tiered_kafka.columnar_read import decode_planned
+from tiered_kafka.client.columnar_read import decode_planned
 from tiered_kafka.errors import CorruptRecordError
 from tiered_kafka.format import record_batch
 from tiered_kafka.format.record_batch import ControlRecordType, decompress
-from tiered_kafka.remote_read import DecodedBatch, check_planned_range
+from tiered_kafka.client.remote_read import DecodedBatch, check_planned_range
 
 if TYPE_CHECKING:
     from tiered_kafka.format.columnar import ColumnarRange
-    from tiered_kafka.gateway_client import PlannedRange
+    from tiered_kafka.client.gateway import PlannedRange
 
 #: RECORD_SCHEMA's timestamp_type (0 CreateTime, 1 LogAppendTime) as confluent-kafka's constants
 _REMOTE_TS_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}

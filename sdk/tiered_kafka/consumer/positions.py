@@ -30,7 +30,7 @@ from tiered_kafka.consumer.partition import PartitionState
 from tiered_kafka.consumer.prefetch import ByteBudget, RemoteReader
 from tiered_kafka.consumer.tiers import Tiers, is_authorization_failure
 from tiered_kafka.errors import ConfigError, RemoteGapError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.modes import Mode, Source
 from tiered_kafka.transactions import CommittedFilter
 

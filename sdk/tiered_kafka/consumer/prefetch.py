@@ -68,8 +68,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiered_kafka.errors import OffsetNotRemoteError, RemoteReadError, TieredKafkaError
-from tiered_kafka.gateway_client import GatewayClient, PlanGap, PlannedRange, coalesce_ranges
-from tiered_kafka.remote_read import fetch_range
+from tiered_kafka.client.gateway import GatewayClient, PlanGap, PlannedRange, coalesce_ranges
+from tiered_kafka.client.remote_read import fetch_range
 
 log = logging.getLogger(__name__)
 #: the smallest plan asked of the gateway (the gateway plans at least one whole batch anyway)

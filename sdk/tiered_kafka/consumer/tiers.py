@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tiered_kafka import modes
 from tiered_kafka.errors import ConfigError, GatewayRequestError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode
 
 log = logging.getLogger(__name__)

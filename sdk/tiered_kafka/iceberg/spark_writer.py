@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.iceberg.catalog import load
 from tiered_kafka.iceberg.data_files import commit_append, unpickle_files, write_task_files
 from tiered_kafka.iceberg.table_contract import (

@@ -12,7 +12,7 @@ timezone="UTC")``) types a ``TimestampType`` column; ``timestampType`` is 0 (Cre
 internal ``tiered.includeControlRecords`` asks for what a read leaves out: then a string column
 ``skipped`` is added (null for data rows) and each left-out record is a row with null key, value,
 timestamp and headers: ``control`` for a control record, ``aborted`` and ``undecided`` for records
-read_committed leaves out (see ``reading``, ``backfill`` and ``tiered_kafka.columnar_read``).
+read_committed leaves out (see ``reading``, ``backfill`` and ``tiered_kafka.client.columnar_read``).
 
 The rows come from the columnar decoder (``tiered_kafka.format.columnar``) through
 ``columnar_read.ColumnarSelector``; :func:`spark_batch` only renames, reorders and retypes its

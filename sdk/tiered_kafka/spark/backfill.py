@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tiered_kafka.errors import TieredKafkaError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.registry import Registry, SegmentEntry, connect
 from tiered_kafka.spark.options import parse_options
 from tiered_kafka.spark.planning import OffsetRange, resolve_offsets

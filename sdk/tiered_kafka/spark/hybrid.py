@@ -41,7 +41,7 @@ from typing import Any
 from tiered_kafka import modes
 from tiered_kafka.consumer.handoff import Decision, Handoff, ReadFrom, Reset, Skip
 from tiered_kafka.errors import KafkaMetadataError, OffsetNotRemoteError, RemoteGapError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode, Source
 from tiered_kafka.spark.options import ReadOptions, TopicPartition
 from tiered_kafka.spark.tasks import KafkaSlice

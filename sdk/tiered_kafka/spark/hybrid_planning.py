@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 
 from tiered_kafka.errors import RemoteReadError
 from tiered_kafka.spark.idle_cache import IdleCache
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Source
 from tiered_kafka.spark.hybrid import KafkaBounds, KafkaView, Piece, earliest_of, gap_pieces, gateway_extent, kafka_slices, lost_piece, record_bytes, remote_bounds, resolve_start, split
 from tiered_kafka.spark.options import (

@@ -57,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, RemoteGapError, RemoteReadError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent, read_gap
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent, read_gap
 from tiered_kafka.spark.options import (
     EARLIEST,
     Assign,

@@ -71,7 +71,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
 log = logging.getLogger(__name__)
 EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)

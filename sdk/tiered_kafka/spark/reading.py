@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tiered_kafka.columnar_read import ColumnarSelector, finish_read, read_range
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange, coalesce_ranges
+from tiered_kafka.client.columnar_read import ColumnarSelector, finish_read, read_range
+from tiered_kafka.client.gateway import GatewayClient, PlannedRange, coalesce_ranges
 from tiered_kafka.spark.arrow import spark_batch
 from tiered_kafka.spark.planning import GET_BYTES, PREFETCH, ReadTask, Slice
 from tiered_kafka.transactions import CommittedFilter

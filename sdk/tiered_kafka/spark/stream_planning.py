@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiered_kafka.errors import ConfigError, RemoteReadError
-from tiered_kafka.gateway_client import GatewayClient, PartitionExtent
+from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import reads_kafka
 from tiered_kafka.spark.options import LATEST, Latest, OptionError, ReadOptions, SpecificOffsets, TopicPartition, parse_options, positive_int_option
 from tiered_kafka.spark.planning import OffsetRange, ReadTask, _check_named_topics, _parallel, _warn, plan_tasks, resolve_partition

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow
 
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.spark.datasource import TieredKafkaInputPartition
 from tiered_kafka.spark.planning import client_for
 from tiered_kafka.spark.stream_planning import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tiered_kafka.gateway_client import PlannedRange
+from tiered_kafka.client.gateway import PlannedRange
 from tiered_kafka.modes import Mode
 from tiered_kafka.spark.kafka_options import DEFAULT_POLL_TIMEOUT_MS
 from tiered_kafka.spark.options import ReadOptions

@@ -40,7 +40,7 @@ from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
 from tiered_kafka.format.segment_names import FileKind
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
 from tiered_kafka_agent.audit import audit_partition

@@ -15,7 +15,7 @@ from tests.support.gateway_env import gateway_client, pinterest_bucket, unique_t
 from tests.support.kafka_clients import create_topic, produce, value_for
 from tests.support.stack_env import gateway_server
 from tiered_kafka.errors import GatewayRequestError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent

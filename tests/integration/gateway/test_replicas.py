@@ -105,7 +105,7 @@ def assert_killed_mid_read(replicas: Replicas, killer: KillMidRead) -> None:
 
 def test_haproxy_balances_over_both_replicas(replicas: Replicas, stack: TieredStack) -> None:
     """Round robin: both replicas answer (each one's own plan count grows), the LB counts every request."""
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
     before = replicas.lb.requests_total()
     with GatewayClient(replicas.url, stack.cluster) as client:

@@ -40,7 +40,7 @@ from tests.support.rsm_writer import RsmSegmentObjects, layout_rsm_segment, make
 from tiered_kafka.bulk import BulkReader
 from tiered_kafka.consumer import TieredConsumer
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.rsm.remote_log_metadata import (
     TOPIC as METADATA_TOPIC,
     LiveSegments,

@@ -17,8 +17,8 @@ from tests.support.rsm_writer import make_rsa_key_pair, random_uuid, write_rsm_s
 from tiered_kafka.errors import CorruptRecordError, GatewayRequestError
 from tiered_kafka_dev.kafka_log.log_config import LogConfig
 from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange
-from tiered_kafka.remote_read import fetch_range
+from tiered_kafka.client.gateway import GatewayClient, PlannedRange
+from tiered_kafka.client.remote_read import fetch_range
 from tiered_kafka.rsm.keyring import KeyRing
 from tiered_kafka.rsm.manifest import parse_manifest
 from tiered_kafka_gateway import rsm_urls

@@ -15,7 +15,7 @@ from tests.integration.rsm.conftest import CHUNK_SIZE, KEY_ID, PREFIX, SEGMENTS,
 from tests.integration.rsm.test_rsm_reads import read_records_endpoint, read_through_plans
 from tests.support.rsm_writer import make_rsa_key_pair, random_uuid, write_rsm_segment
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 
 pytestmark = pytest.mark.integration
 

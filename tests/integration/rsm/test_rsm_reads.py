@@ -15,9 +15,9 @@ import pytest
 
 from tests.integration.rsm.conftest import VARIANTS, Expected, RsmBucket, expected_records, rsm_gateway
 from tiered_kafka.bulk import read_table
-from tiered_kafka.gateway_client import GatewayClient, coalesce_ranges
+from tiered_kafka.client.gateway import GatewayClient, coalesce_ranges
 from tiered_kafka.modes import Mode
-from tiered_kafka.remote_read import decode_range, fetch_range
+from tiered_kafka.client.remote_read import decode_range, fetch_range
 
 pytestmark = pytest.mark.integration
 

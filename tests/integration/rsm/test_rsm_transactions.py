@@ -21,7 +21,7 @@ from tests.integration.rsm.conftest import KEY_ID, PREFIX, RsmBucket, rsm_gatewa
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, write_transactional_log
 from tests.support.rsm_writer import write_rsm_segment
 from tiered_kafka.bulk import BulkReader, read_table
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.rsm.keys import uuid_from_bytes
 
 pytestmark = pytest.mark.integration

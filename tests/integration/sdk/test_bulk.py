@@ -102,7 +102,7 @@ def test_a_plan_is_read_with_as_few_gets_as_the_budget_allows(stack: TieredStack
     (where the gateway could cut 8 KiB ranges), more and smaller GETs with a small one."""
     segments = stack.registry.segments(TOPIC, 0)
     url = stack.gateway_url
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
     with GatewayClient(url, stack.cluster) as client:  # batch indexes loaded: the gateway can cut small ranges
         for segment in segments:

@@ -24,9 +24,9 @@ from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, u
 from tiered_kafka.consumer import Mode, TieredConsumer
 from tiered_kafka.errors import RemoteReadError
 from tiered_kafka.format.record_batch import iter_records
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.remote_read import decode_range, fetch_range
+from tiered_kafka.client.remote_read import decode_range, fetch_range
 
 pytestmark = pytest.mark.integration
 FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "kafka-segments"

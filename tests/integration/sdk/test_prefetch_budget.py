@@ -23,11 +23,11 @@ import pytest
 from tests.support.agent_env import agent_settings, checkpoint_high_watermarks, registry_for, wait_for
 from tests.support.batches import Rec, build_v2
 from tests.support.stack_env import gateway_server
-from tiered_kafka.columnar_read import decode_planned
+from tiered_kafka.client.columnar_read import decode_planned
 from tiered_kafka.consumer.prefetch import IN_FLIGHT_FACTOR, OVERDRAFT_BYTES, THREAD_OVERHEAD, ByteBudget, ChunkKind, RemoteReader
 from tiered_kafka_dev.kafka_log.log_config import LogConfig
 from tiered_kafka_dev.kafka_log.log_writer import PartitionLog
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration

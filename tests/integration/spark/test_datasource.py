@@ -19,7 +19,7 @@ from tests.support.stack_env import TieredStack, gateway_server
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS, uploaded_transactional_log
 from tiered_kafka.errors import PresignedUrlError
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 
 pytestmark = pytest.mark.integration
 

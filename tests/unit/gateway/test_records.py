@@ -12,7 +12,7 @@ import pytest
 from tests.support.transactions import COMMITTED_OFFSETS, UNCOMMITTED_OFFSETS
 from tiered_kafka.errors import CorruptRecordError
 from tiered_kafka.modes import Mode
-from tiered_kafka.remote_read import DecodedBatch
+from tiered_kafka.client.remote_read import DecodedBatch
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, code_of
 from tiered_kafka_gateway.records import Encoding, IsolationLevel, ReadRequest, committed_batches, read_records
 from tests.unit.gateway.fakes import TOPIC, transactional_cluster

@@ -12,8 +12,8 @@ import os
 import pytest
 
 from tiered_kafka.errors import CorruptRecordError
-from tiered_kafka.gateway_client import ChunkedRange, PlannedRange
-from tiered_kafka.remote_read import fetch_range
+from tiered_kafka.client.gateway import ChunkedRange, PlannedRange
+from tiered_kafka.client.remote_read import fetch_range
 from tiered_kafka.rsm.transform import transform_chunk
 
 URL = "http://s3.test/bucket/p/t-x/0/00000000000000000000-seg.log?X-Amz-Signature=secret"

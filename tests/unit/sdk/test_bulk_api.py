@@ -11,7 +11,7 @@ import pytest
 
 from tiered_kafka.bulk import BulkReader, bulk_schema
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.gateway_client import GatewayClient
+from tiered_kafka.client.gateway import GatewayClient
 
 CLI = Path(sys.executable).parent / "tiered-kafka"
 

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from tiered_kafka.cli import Refused, _check_range, describe
 from tiered_kafka.errors import RemoteGapError
-from tiered_kafka.gateway_client import PartitionExtent, RemoteExtent
+from tiered_kafka.client.gateway import PartitionExtent, RemoteExtent
 from tiered_kafka.modes import Mode
 
 
@@ -54,7 +54,7 @@ def test_describe_names_kafkas_error_first() -> None:
 
 def test_the_gateway_client_is_closed_when_the_consumer_cannot_be_created(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from tiered_kafka import cli
-    from tiered_kafka.gateway_client import GatewayClient
+    from tiered_kafka.client.gateway import GatewayClient
 
     closed: list[GatewayClient] = []
     real_close = GatewayClient.close

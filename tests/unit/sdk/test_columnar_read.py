@@ -15,12 +15,12 @@ import pytest
 
 from tests.support.batches import Rec, build_control, build_v2
 from tests.support.transactions import write_transactional_log
-from tiered_kafka.columnar_read import ColumnarSelector, decode_planned, finish_read
+from tiered_kafka.client.columnar_read import ColumnarSelector, decode_planned, finish_read
 from tiered_kafka.read_on import FIRST_PLAN_BYTES
 from tiered_kafka.errors import CorruptRecordError, OffsetNotRemoteError
 from tiered_kafka.format.record_batch import iter_batches
-from tiered_kafka.gateway_client import Plan, PlannedRange
-from tiered_kafka.remote_read import decode_range
+from tiered_kafka.client.gateway import Plan, PlannedRange
+from tiered_kafka.client.remote_read import decode_range
 from tiered_kafka.transactions import CommittedFilter, Fate
 
 Row = tuple[int, bytes | None, bytes | None, int | None, list[tuple[str, bytes | None]]]

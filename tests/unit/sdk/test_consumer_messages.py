@@ -18,12 +18,12 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NOT_AVAILABLE
 
 from tests.support.batches import Rec, build_control, build_legacy, build_v2, sample_records
-from tiered_kafka.columnar_read import decode_planned
+from tiered_kafka.client.columnar_read import decode_planned
 from tiered_kafka.consumer.messages import MessageSlices, range_messages
 from tiered_kafka.errors import CorruptRecordError
 from tiered_kafka.format.record_batch import ControlRecordType, iter_batches
-from tiered_kafka.gateway_client import PlannedRange
-from tiered_kafka.remote_read import decode_range
+from tiered_kafka.client.gateway import PlannedRange
+from tiered_kafka.client.remote_read import decode_range
 
 ROOT = Path(__file__).resolve().parents[3]
 

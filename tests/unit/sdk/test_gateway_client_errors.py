@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tiered_kafka.errors import GatewayRequestError, OffsetNotRemoteError, RemoteReadError, TopicAuthorizationError
-from tiered_kafka.gateway_client import GatewayClient, PlannedRange, object_url
+from tiered_kafka.client.gateway import GatewayClient, PlannedRange, object_url
 
 SIGNED = "https://s3.example/bucket/seg/00000000000000000000.log?X-Amz-Signature=SECRETSIG&X-Amz-Credential=AKIDSECRET"
 PLANNED = PlannedRange(start=100, end=110, first_offset=5, last_offset=9, url=SIGNED, range_header="bytes=100-109")

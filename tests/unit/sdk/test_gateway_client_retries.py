@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from tiered_kafka import errors, gateway_client, gateway_plan, retry
+from tiered_kafka import errors, retry
+from tiered_kafka.client import gateway as gateway_client, plan as gateway_plan
 from tiered_kafka.errors import GatewayRequestError, RemoteReadError, transient_answer
-from tiered_kafka.gateway_client import MAX_BACKOFF_S, GatewayClient
+from tiered_kafka.client.gateway import MAX_BACKOFF_S, GatewayClient
 from tiered_kafka.retry import is_transient
 
 TOPICS = {"topics": [{"name": "t", "partitions": [0]}]}
@@ -138,7 +139,7 @@ def test_a_presigned_get_answered_503_is_retried_then_named(sleeps: list[float])
 
 
 def test_the_split_out_names_stay_importable_from_gateway_client() -> None:
-    """``from tiered_kafka.gateway_client import coalesce_ranges`` (and the rest) keeps working: the
+    """``from tiered_kafka.client.gateway import coalesce_ranges`` (and the rest) keeps working: the
     very objects of ``gateway_plan`` and ``errors``, listed in ``gateway_client.__all__``."""
     moved = {
         gateway_plan: ["ChunkedRange", "PlannedRange", "PlanGap", "Plan", "MIN_RANGE_BYTES", "coalesce_ranges", "read_gap"],

@@ -25,7 +25,7 @@ READS = {
 
 
 def _fields_read(method: str) -> set[str]:
-    tree = ast.parse((ROOT / "sdk" / "tiered_kafka" / "gateway_client.py").read_text())
+    tree = ast.parse((ROOT / "sdk" / "tiered_kafka" / "client" / "gateway.py").read_text())
     function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == method)
     names = set()
     for node in ast.walk(function):

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tiered_kafka.http_transport import StdlibTransport
+from tiered_kafka.client.http import StdlibTransport
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tiered_kafka.format.record_batch import ControlRecordType
 from tiered_kafka.read_on import FIRST_PLAN_BYTES, LOOKAHEAD_MAX_BYTES, End, Step, read_on_budget, read_on_for_markers, walk
-from tiered_kafka.remote_read import DecodedBatch
+from tiered_kafka.client.remote_read import DecodedBatch
 from tiered_kafka.transactions import CommittedFilter
 
 SIZE = 1000

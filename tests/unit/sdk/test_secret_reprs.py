@@ -5,7 +5,7 @@ credential until it expires)."""
 from __future__ import annotations
 
 from tiered_kafka.consumer.config import parse_config
-from tiered_kafka.gateway_plan import Plan, PlannedRange
+from tiered_kafka.client.plan import Plan, PlannedRange
 
 TOKEN = "gw-token-4f8e2a1c9b"
 PASSWORD = "sasl-pw-0c3e5d7f91"

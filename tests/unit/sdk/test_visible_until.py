@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from tests.support.batches import Rec, build_control, build_v2
-from tiered_kafka import remote_read
+from tiered_kafka.client import remote_read
 from tiered_kafka.errors import RemoteReadError
 from tiered_kafka.format.record_batch import ControlRecordType
-from tiered_kafka.gateway_client import Plan, PlannedRange
-from tiered_kafka.remote_read import visible_until
+from tiered_kafka.client.gateway import Plan, PlannedRange
+from tiered_kafka.client.remote_read import visible_until
 
 
 class FakeGateway:

@@ -9,8 +9,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from tests.support.batches import Rec, build_control, build_v2
 from tiered_kafka.format.record_batch import ControlRecordType
-from tiered_kafka.columnar_read import ColumnarSelector, decode_planned
-from tiered_kafka.gateway_client import PlannedRange
+from tiered_kafka.client.columnar_read import ColumnarSelector, decode_planned
+from tiered_kafka.client.gateway import PlannedRange
 from tiered_kafka.spark.arrow import arrow_schema, spark_batch, spark_ddl, spark_schema
 from tiered_kafka.transactions import CommittedFilter
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.spark.test_planning import FakeGateway
 from tiered_kafka.errors import RemoteReadError
-from tiered_kafka.gateway_client import PartitionExtent, RemoteExtent
+from tiered_kafka.client.gateway import PartitionExtent, RemoteExtent
 from tiered_kafka.spark import hybrid_planning
 from tiered_kafka.spark.hybrid import KafkaBounds
 from tiered_kafka.spark.options import parse_options

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tiered_kafka.errors import OffsetNotRemoteError, RemoteGapError
-from tiered_kafka.gateway_client import PartitionExtent, Plan, PlanGap, PlannedRange, RemoteExtent
+from tiered_kafka.client.gateway import PartitionExtent, Plan, PlanGap, PlannedRange, RemoteExtent
 from tiered_kafka.spark.options import OptionError, parse_options
 from tiered_kafka.spark.planning import (
     MAX_PLAN_BYTES,

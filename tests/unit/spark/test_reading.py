@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tiered_kafka.gateway_client import PlannedRange
+from tiered_kafka.client.gateway import PlannedRange
 from tiered_kafka.spark.planning import ReadTask, Slice
 from tiered_kafka.spark.planning import GET_BYTES, MAX_PLAN_BYTES, PREFETCH, TASK_MEMORY_BYTES
 from tiered_kafka.spark.reading import task_gets

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiered_kafka.gateway_client import PartitionExtent, RemoteExtent
+from tiered_kafka.client.gateway import PartitionExtent, RemoteExtent
 from tiered_kafka.spark.options import Earliest, Latest, OptionError, SpecificOffsets
 from tiered_kafka.spark.stream_planning import (
     DEFAULT_MAX_TRIGGER_DELAY_MS,
