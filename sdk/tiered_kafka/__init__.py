@@ -1,6 +1,6 @@
 """tiered-kafka: broker-decoupled tiered reads for Apache Kafka (SDK and shared core).
 
-What users need is here (a test pins the list, tests/unit/test_packaging.py)::
+What users need is here (a test pins the list, tests/unit/sdk/test_packaging.py)::
 
     from tiered_kafka import TieredConsumer, Mode            # confluent-kafka's Consumer, reading remote storage too
     from tiered_kafka import BulkReader, read_table, read_arrow   # the bulk API (Arrow)

@@ -13,7 +13,7 @@ import pytest
 import tiered_kafka
 import tiered_kafka.errors
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: pyarrow is an SDK dependency (the columnar decoder fills Arrow arrays), not one of these
 SERVER_SIDE = {"fastapi", "uvicorn", "redis", "kazoo", "watchdog", "pyspark", "boto3"}
 
