@@ -109,9 +109,12 @@ class KafkaView:
 
 
 def topics_command(args: argparse.Namespace, connection: Connection, out: TextIO) -> int:
-    """``tiered-kafka topics``: exit 0 (the topics, or a note on stderr that there are none)."""
+    """``tiered-kafka topics``: exit 0 with the topics; 1 with a note on stderr when there are none
+    (never silently empty). A listing the gateway cut short (its S3 listing bound) is said on stderr
+    and as ``"complete": false`` in ``--json``."""
     with GatewayClient(str(connection.gateway), str(connection.cluster), token=connection.token) as gateway:
-        remote = gateway.topics()
+        listing = gateway.topic_listing()
+        remote = listing.topics
         kafka: dict[str, int] = {}
         if connection.bootstrap_servers:
             with KafkaView(connection) as view:
@@ -133,18 +136,21 @@ def topics_command(args: argparse.Namespace, connection: Connection, out: TextIO
             "remote_offsets": sum(r.latest_offset - r.earliest_offset + 1 for r in held),
             "in_kafka": (name in kafka) if connection.bootstrap_servers else None,
         })
+    if not listing.complete:
+        print(f"tiered-kafka: topics: cluster {connection.cluster}: the gateway's S3 listing stopped at its bound: topics may be missing", file=sys.stderr)
     if not rows:
         where = "remote storage holds no topic this token may read" + (", and Kafka has none" if connection.bootstrap_servers else " (give --bootstrap-servers to list Kafka's too)")
         print(f"tiered-kafka: topics: cluster {connection.cluster}: {where}", file=sys.stderr)
+    found = 0 if rows else 1
     if args.json:
-        json.dump({"cluster": connection.cluster, "topics": rows}, out, indent=2)
+        json.dump({"cluster": connection.cluster, "complete": listing.complete, "topics": rows}, out, indent=2)
         out.write("\n")
-        return 0
+        return found
     header = ("TOPIC", "PARTITIONS", "REMOTE PARTITIONS", "REMOTE BYTES", "SEGMENTS", "REMOTE OFFSETS") + (("IN KAFKA",) if connection.bootstrap_servers else ())
     table = [[r["name"], r["partitions"], *(["-", r["remote_error"], "-", "-"] if r["remote_error"] else [r["remote_partitions"], _size(r["remote_bytes"]), r["remote_segments"], r["remote_offsets"]])]
              + ([] if r["in_kafka"] is None else ["yes" if r["in_kafka"] else "no"]) for r in rows]
     _print_table(header, table, out)
-    return 0
+    return found
 
 
 def describe_command(args: argparse.Namespace, connection: Connection, out: TextIO) -> int:

@@ -119,6 +119,16 @@ class RemoteExtent:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicListing:
+    """The cluster's topics with remote data (``TopicList`` of the API): topic -> partitions, and
+    whether the listing is whole (``complete`` false: the gateway's S3 listing stopped at its bound,
+    topics may be missing)."""
+
+    topics: dict[str, list[int]]
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionExtent:
     """What remote storage and Kafka hold of a partition (``PartitionDetail``): also where remote
     coverage starts (offsets below it were never uploaded) and the recorded gaps, with their reasons."""
@@ -174,8 +184,12 @@ class GatewayClient:
 
     # -- gateway API ------------------------------------------------------------------------
     def topics(self) -> dict[str, list[int]]:
+        """Topic -> partitions with remote data (``topic_listing`` also says whether the list is whole)."""
+        return _topic_map(self._get_json("/topics"))
+
+    def topic_listing(self) -> TopicListing:
         body = self._get_json("/topics")
-        return {_field(t, "name", str): _field(t, "partitions", list) for t in _field(body, "topics", list)}
+        return TopicListing(_topic_map(body), _field(body, "complete", bool))
 
     def partition(self, topic: str, partition: int) -> PartitionExtent:
         body = self._get_json(_partition_path(topic, partition))
@@ -353,6 +367,11 @@ def _chunked_range(body: Any) -> ChunkedRange | None:
         _field(body, "compression", str), _field(body, "fetch_start", int), _field(body, "fetch_end", int), _field(body, "range_header", str),
         tuple(sizes), tuple(originals), _field(body, "original_start", int),
     )
+
+
+def _topic_map(body: Any) -> dict[str, list[int]]:
+    """``TopicList.topics`` as topic -> partitions."""
+    return {_field(t, "name", str): _field(t, "partitions", list) for t in _field(body, "topics", list)}
 
 
 def _field(body: Any, name: str, kind: type[T]) -> T:
