@@ -8,6 +8,7 @@ import logging
 import shutil
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,6 +72,15 @@ class _Transactions:
     def plain_records(self, name: str, count: int) -> None:
         self._send(self.plain, name, count)
 
+    def plain_until_rolled_past(self, name: str, directory: Path, offset: int, timeout_s: float = 60) -> None:
+        """Plain records, a few at a time, until the partition's active segment starts above ``offset``
+        (seen on disk): Kafka rolls by segment.bytes at an append, and how many records fill a segment
+        depends on batching, so the test drives the roll instead of counting records."""
+        deadline = time.monotonic() + timeout_s
+        while max(live_bases(directory)) <= offset:
+            assert time.monotonic() < deadline, f"no roll past offset {offset} in {directory} within {timeout_s} s"
+            self._send(self.plain, name, 10)
+
     def close(self) -> None:
         del self.txn, self.plain
 
@@ -95,12 +105,13 @@ def test_transactions_as_kafka_writes_them_are_uploaded_and_counted(kafka_server
         writer.begin("aborted", 10)
         writer.txn.abort_transaction(60)
         writer.begin("aborted-later", 10)
-        writer.plain_records("plain-1", 120)  # rolls while the transaction is open
+        writer.plain_until_rolled_past("plain-1", directory, max(writer.offsets["aborted-later"]))  # rolls while the transaction is open
         writer.txn.abort_transaction(60)  # its marker and .txnindex entry land in a later segment than its records
         writer.begin("committed-later", 5)
         writer.plain_records("plain-2", 120)
         writer.txn.commit_transaction(60)
-        writer.plain_records("plain-3", 60)  # roll past the last marker
+        writer.plain_records("plain-3", 1)  # after the last marker: its offset bounds the marker's
+        writer.plain_until_rolled_past("plain-3", directory, min(writer.offsets["plain-3"]))  # roll past the last marker
     finally:
         writer.close()
     txns = {name: writer.offsets[name] for name in ("committed", "aborted", "aborted-later", "committed-later")}
