@@ -39,6 +39,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 
+from tiered_kafka.topic_names import topic_name_problem
 from tiered_kafka_gateway.config import CLUSTER_NAME, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response, topic_authorization_failed
 from tiered_kafka_gateway.sources import ClusterSource
@@ -137,9 +138,12 @@ async def cluster(
 
 
 async def readable_topic(
-    topic: Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,249}$", description="topic name")],
+    topic: Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,249}$", description="topic name (Kafka's rule: 1-249 of [A-Za-z0-9._-], not '.' or '..')")],
     caller: Annotated[Access, Depends(access)],
 ) -> str:
+    problem = topic_name_problem(topic)  # Kafka's rule, the one check (tiered_kafka.topic_names): before any lookup
+    if problem is not None:
+        raise GatewayError(ErrorCode.INVALID_REQUEST, problem)
     if not caller.allows(topic):
         raise topic_authorization_failed(topic)
     return topic

@@ -204,7 +204,8 @@ def read(
 ) -> KafkaRead:
     """Up to ``max_records`` messages from ``offset``: a consumer of the pool is assigned the
     partition at that offset (no group join, no commit) and consumes until ``max_records``,
-    ``max_bytes`` of keys and values (at least one message), the partition's end (EOF) or the timeout.
+    ``max_bytes`` of keys, values and headers (``message_bytes``; at least one message), the
+    partition's end (EOF) or the timeout.
 
     The watermarks are asked first, so that an unknown partition is a 404 and an offset outside
     [log start, high watermark] a 416 ``offset_out_of_range`` whose details say which side
@@ -250,7 +251,7 @@ def read(
                 if message.offset() < offset:
                     continue
                 messages.append(message)
-                size += len(message.key() or b"") + len(message.value() or b"")
+                size += message_bytes(message)
                 if len(messages) >= max_records or size >= max_bytes:
                     done = True
                     break
@@ -260,6 +261,14 @@ def read(
         if end_of_partition is not None and end_of_partition > next_offset:
             next_offset = end_of_partition  # trailing markers or aborted records were skipped
         return KafkaRead(messages, low, high, next_offset)
+
+
+def message_bytes(message: Any) -> int:
+    """What a message counts against ``max_bytes``: its key, value, and every header's key and value
+    (the bytes the JSON answer carries; issue 36: headers were left out, so a read of small values
+    with large headers passed the bound)."""
+    headers = message.headers() or ()
+    return len(message.key() or b"") + len(message.value() or b"") + sum(len(k.encode() if isinstance(k, str) else k) + len(v or b"") for k, v in headers)
 
 
 def _watermarks_or(consumer: Consumer, tp: TopicPartition, timeout: float, known: tuple[int, int]) -> tuple[int, int]:

@@ -28,6 +28,9 @@ gzip is inflated as a stream and counted, nothing kept); a batch that would pass
 decoded, and the response ends before it: what fits, with ``next_offset`` its base offset, so the
 next read continues exactly there. An uncompressed batch counts its size; so does a legacy (magic
 0/1) compressed wrapper, whose inflated size is not bounded here (those formats predate Kafka 0.11).
+``/offsets`` (offsets for a timestamp) decodes the batches it searches under the same budget
+(``DecodeBudget.charge``): it cannot answer part of an offset, so a batch that passes what is left
+is 422 ``batch_too_large`` there (issue 36: it inflated whole batches without a bound).
 Decision: when the *first* batch alone passes the bound, the answer is 422 ``batch_too_large``
 naming its offset (Kafka's ``fetch.max.bytes`` would hand it over whole to make progress; a JSON
 gateway holding 256 MiB per request for anyone who asks is the hole this closes): raise
@@ -362,13 +365,7 @@ class DecodeBudget:
                 bound = decoded_size_bound(batch, self.limit - self.spent)
                 if self.spent + bound > self.limit:
                     if self.batches == 0:
-                        raise GatewayError(
-                            ErrorCode.BATCH_TOO_LARGE,
-                            f"the batch at offset {batch.base_offset} decompresses to more than the {self.limit} bytes a /records "
-                            "response may decode (max_decoded_bytes): read it through /plan, or raise max_decoded_bytes",
-                            offset=batch.base_offset,
-                            max_decoded_bytes=self.limit,
-                        )
+                        raise _too_large(batch, self.limit, "/records response")
                     self.full = True
                     break
                 decoded = decode_batch(batch)
@@ -381,6 +378,28 @@ class DecodeBudget:
                 if self.records >= self.max_records:
                     self.full = True
         return out
+
+
+    def charge(self, batch: RecordBatch, what: str) -> None:
+        """Count ``batch``'s decompressed bound (``decoded_size_bound``) before it is inflated, for a
+        path that cannot answer "what fits" (``/offsets``: one offset, or none): past what is left,
+        422 ``batch_too_large``. Every path of the gateway that decodes records counts against one
+        ``max_decoded_bytes`` budget per request (module doc; issue 36)."""
+        bound = decoded_size_bound(batch, self.limit - self.spent)
+        if self.spent + bound > self.limit:
+            raise _too_large(batch, self.limit, what)
+        self.spent += bound
+        self.batches += 1
+
+
+def _too_large(batch: RecordBatch, limit: int, what: str) -> GatewayError:
+    return GatewayError(
+        ErrorCode.BATCH_TOO_LARGE,
+        f"the batch at offset {batch.base_offset} decompresses to more than the {limit} bytes a {what} "
+        "may decode (max_decoded_bytes): read it through /plan, or raise max_decoded_bytes",
+        offset=batch.base_offset,
+        max_decoded_bytes=limit,
+    )
 
 
 _RECORD_OVERHEAD = 32  # bytes charged per record beyond its key, value and headers (its varints, a generous upper bound)

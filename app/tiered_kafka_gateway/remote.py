@@ -44,7 +44,10 @@ every segment again.
 
 **Trust no store**: a segment's ``object_key`` comes from Redis; before it is read or presigned it
 must be a ``.log`` key of that very partition in this cluster's keyspace (``tiered_kafka.keyspace``:
-``Keyspace.parse`` names the same topic and partition). Anything else is 500
+``Keyspace.parse`` names the same topic and partition). One function checks it (``_trusted``), applied
+to every entry every lookup returns (``segment_for``, ``segments`` with or without the partition's
+``info`` hash, ``aborted_txns``), so ``/plan``, ``/records``, ``/offsets``, read_committed's
+aborted-transaction lookup and the coverage pages all pass it (issue 36). Anything else is 500
 ``corrupt_registry_data`` naming the partition and the segment's first offset; the key itself,
 which could be hostile, is logged (repr, cut at 200 characters), never put in the body.
 """
@@ -214,13 +217,15 @@ class ClusterReader(SegmentIndexes, CountsS3):
         return None if found is None else remote_last_stable_offset(*found)
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
-        """The registered segments, cached by the partition's extent (module doc, "Bounds"), keys checked."""
+        """The registered segments, cached by the partition's extent (module doc, "Bounds"), every
+        entry's key checked (``_trusted``), with or without an ``info`` hash to cache by."""
         info = self.registry.partition_info(topic, partition)
-        if info is None:
-            return self.registry.segments(topic, partition)
 
         def load() -> list[SegmentEntry]:
             return [self._trusted(topic, partition, e) for e in self.registry.segments(topic, partition)]
+
+        if info is None:  # nothing to cache by (an info hash deleted, or never written): checked all the same
+            return load()
 
         return self._segment_lists.get_or_load((topic, partition, info), load)
 
@@ -398,6 +403,7 @@ class ClusterReader(SegmentIndexes, CountsS3):
         entry = segment if isinstance(segment, SegmentEntry) else self.registry.find(topic, partition, segment.first)
         if entry is None or FileKind.TXNINDEX.value not in entry.files:
             return []
+        self._trusted(topic, partition, entry)  # every entry, on every path (module doc, "Trust no store")
         key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.TXNINDEX.value
         return self.txn_indexes.get_or_load(key, lambda: txn_index.parse(self._get(key), name=key))
 

@@ -24,7 +24,7 @@ from tiered_kafka.client.remote_read import DecodedBatch, decode_batch
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
-from tiered_kafka_gateway.records import IsolationLevel, committed_batches
+from tiered_kafka_gateway.records import MAX_RECORDS_LIMIT, DecodeBudget, IsolationLevel, committed_batches, max_decoded_bytes
 from tiered_kafka_gateway.remote import max_ranges_per_plan
 from tiered_kafka_gateway.models import (
     ClusterList,
@@ -203,6 +203,7 @@ def remote_offset_for_timestamp(
     segments = cluster.segments(topic, partition)
     if not segments and cluster.partition_info(topic, partition) is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
+    budget = DecodeBudget(0, MAX_RECORDS_LIMIT, max_decoded_bytes(cluster.settings))  # records module doc, "Bounded decoding"
     for segment in segments:
         if segment.max_timestamp < timestamp:
             continue
@@ -211,6 +212,7 @@ def remote_offset_for_timestamp(
             for batch in iter_batches(data, position=batch_range.start):
                 if batch.is_control:
                     continue
+                budget.charge(batch, "/offsets answer")  # before it is inflated
                 for record in batch:
                     if record.timestamp is not None and record.timestamp >= timestamp:
                         if isolation_level is IsolationLevel.READ_COMMITTED and not _committed_visible(cluster, topic, partition, segment, batch, record.offset):

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         from tiered_kafka.cli.export import export  # (pyarrow's writers: loaded only for export)
 
-        return export(args, describe)
+        return export(args, error_text)
     if args.command in ("topics", "describe"):
         return _inspect(args, connection)
     from tiered_kafka.consumer import TieredConsumer  # (loaded only for cat and tail: a second of imports)
@@ -138,12 +138,14 @@ def _inspect(args: argparse.Namespace, connection: Connection) -> int:
 
 def _failed(where: str, err: TieredKafkaError | KafkaException, prefix: str = "") -> int:
     """Say why on stderr (``Refused`` says it whole; other errors after ``prefix``); the exit status, 1."""
-    print(f"tiered-kafka: {where}: {err if isinstance(err, Refused) else prefix + describe(err)}", file=sys.stderr)
+    print(f"tiered-kafka: {where}: {err if isinstance(err, Refused) else prefix + error_text(err)}", file=sys.stderr)
     return 1
 
 
-def describe(err: BaseException) -> str:
-    """An error's message, with Kafka's error name first when it has one."""
+def error_text(err: BaseException) -> str:
+    """An error's message, with Kafka's error name first when it has one. (Not named ``describe``:
+    importing the ``tiered_kafka.cli.describe`` submodule binds that name on this package, which
+    replaced the function, so every failed ``topics`` or ``describe`` ended in a TypeError; issue 36.)"""
     if isinstance(err, KafkaException) and isinstance(err.args[0], KafkaError):
         return f"{err.args[0].name()}: {err.args[0].str()}"
     if isinstance(err, RemoteGapError):

@@ -17,8 +17,9 @@ properties (``key=value``, ``#`` comments: ``tiered_kafka.properties``). A file 
 consumer of ``cat`` and ``tail`` and to the Kafka client of ``topics`` and ``describe`` as they are.
 
 Secrets: the token is never needed on the command line (``--token`` shows in ``ps`` to every local
-user). A file that holds a token (the configuration file with ``tiered.gateway.token``, or
-``--token-file``) and that other users may read or write (any of the mode bits 077, as OpenSSH checks
+user: it is taken, with a warning on stderr). A file that holds a secret (the configuration file
+with ``tiered.gateway.token``, ``sasl.password`` or another of librdkafka's passwords and secrets:
+``is_secret_property``; or ``--token-file``) and that other users may read or write (any of the mode bits 077, as OpenSSH checks
 its private keys) gets a warning on stderr naming the file and ``chmod 600``. Decision: a warning,
 not a refusal as ssh's: the token still works, and a file mounted from a secret store with mode 0644
 in a container (where no other user exists) is common; the warning says what to fix.
@@ -78,11 +79,23 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if args.token:
             raise ConfigError("give --token or --token-file, not both")
         values["token"] = _read_token_file(args.token_file)
-    elif path is not None and not args.token and not env.get(SETTINGS["token"][0]) and properties.get(SETTINGS["token"][1]):
-        warn_if_readable_by_others(path, "holds tiered.gateway.token")
+    elif getattr(args, "token", None):
+        print("tiered-kafka: warning: --token is visible to every local user (ps, /proc/PID/cmdline): prefer $TIERED_KAFKA_TOKEN, "
+              "--token-file or tiered.gateway.token in the configuration file", file=sys.stderr)
     known = {key for _variable, key in SETTINGS.values()}
     kafka = {k: v for k, v in properties.items() if k not in known}
+    held = sorted(k for k in properties if k == SETTINGS["token"][1] or is_secret_property(k))
+    if path is not None and held:
+        warn_if_readable_by_others(path, f"holds {', '.join(held)}")
     return Connection(values["gateway"], values["cluster"], values["token"], values["bootstrap_servers"], kafka)
+
+
+def is_secret_property(key: str) -> bool:
+    """Whether a configuration file's key holds a secret of librdkafka's (``sasl.password``,
+    ``ssl.key.password``, ``ssl.keystore.password``, ``sasl.oauthbearer.client.secret``, ...):
+    the file then gets the warning of ``warn_if_readable_by_others`` (module doc; issue 36)."""
+    key = key.lower()
+    return key.endswith((".password", ".secret", "ssl.key.pem", "ssl_key.pem")) or key in ("sasl.password", "ssl.key.pem")
 
 
 def warn_if_readable_by_others(path: Path, what: str) -> None:

@@ -66,6 +66,7 @@ import httpx
 
 from tiered_kafka.errors import (
     TRANSIENT_STATUSES,
+    ConfigError,
     GatewayRequestError,
     OffsetNotRemoteError,
     PresignedUrlError,
@@ -77,6 +78,7 @@ from tiered_kafka.errors import (
 from tiered_kafka.client.plan import MIN_RANGE_BYTES, ChunkedRange, Plan, PlanGap, PlannedRange, coalesce_ranges, read_gap
 from tiered_kafka.client.http import StdlibTransport
 from tiered_kafka.retry import RetryPolicy, is_transient
+from tiered_kafka.topic_names import topic_name_problem
 
 __all__ = [
     "MAX_BACKOFF_S",
@@ -347,6 +349,11 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def _partition_path(topic: str, partition: int) -> str:
+    """The API path of a partition; a topic name Kafka forbids is refused here (``tiered_kafka.topic_names``:
+    ``..`` would otherwise be a dot-segment the URL loses, reaching another resource)."""
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise ConfigError(problem)
     return f"/topics/{quote(topic, safe='')}/partitions/{partition}"
 
 

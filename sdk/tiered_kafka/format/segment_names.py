@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from tiered_kafka.errors import InvalidSegmentNameError
+from tiered_kafka.topic_names import TOPIC_NAME_RULE, is_legal_topic_name
 
 OFFSET_DIGITS = 20
 
@@ -119,6 +120,6 @@ def parse_partition_dir_name(name: str) -> tuple[str, int]:
     ``-future`` directories Kafka uses while deleting or moving a partition.
     """
     match = _PARTITION_DIR_RE.match(name)
-    if match is None:
-        raise InvalidSegmentNameError(f"{name!r} is not a partition directory name ({{topic}}-{{partition}})")
+    if match is None or not is_legal_topic_name(match["topic"]):  # "..-0" is not one: Kafka's rule (topic_names)
+        raise InvalidSegmentNameError(f"{name!r} is not a partition directory name ({{topic}}-{{partition}}; {TOPIC_NAME_RULE})")
     return match["topic"], int(match["partition"])

@@ -11,6 +11,7 @@ from tiered_kafka.errors import ConfigError, InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind, parse_partition_dir_name, partition_dir_name
 from tiered_kafka.registry._errors import MalformedRegistryDataError, RegistryValueError
 from tiered_kafka.transactions import NO_OPEN_TXN, OPEN_TXN_UNKNOWN  # the rule module defines them; re-exported by the registry
+from tiered_kafka.topic_names import TOPIC_NAME_RULE
 
 DEFAULT_NAMESPACE: Final = "tk"
 MAX_OFFSET: Final = 2**53 - 1
@@ -44,6 +45,13 @@ SEGMENT_FIELDS: Final = (
 ) + OPTIONAL_SEGMENT_FIELDS
 """Every segment hash field (``SegmentEntry.to_fields`` writes them in this order): the original ones, then those added later."""
 PARTITION_INFO_FIELDS: Final = ("earliest_offset", "latest_offset", "segment_count", "total_bytes", "updated_ms")
+SUMMARY_FIELDS: Final = ("records", "layout")
+"""Fields of the ``info`` hash beside :data:`PARTITION_INFO_FIELDS` (module doc, "Layout 2"): ``records``
+(records in the registered ranges, unknown counts as 0) and ``layout`` ("2" once the partition's time
+index and summary are complete)."""
+LAYOUT_VERSION: Final = "2"
+STORED_SEGMENT_FIELDS: Final = tuple(f for f in SEGMENT_FIELDS if f != "sparse_index")
+"""The segment hash fields :meth:`Registry.register` writes (layout 2: no ``sparse_index``; module doc)."""
 
 _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timeindex, txnindex, snapshot, batchindex
 _CHECKSUM_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*:\S+")
@@ -75,7 +83,7 @@ def _check_topic_partition(topic: str, partition: int) -> str:
     except InvalidSegmentNameError:
         parsed = None
     if parsed != (topic, partition):
-        raise RegistryValueError(f"invalid topic name {topic!r} (Kafka allows 1-249 of [A-Za-z0-9._-])")
+        raise RegistryValueError(f"invalid topic name {topic!r} ({TOPIC_NAME_RULE})")
     return name
 
 
@@ -103,6 +111,7 @@ class PartitionKeys:
     gaps: str
     gap_details: str
     coverage: str
+    times: str
 
     def segment(self, first_offset: int) -> str:
         """The hash of the segment registered from this offset: its ``first_offset``, which is its
@@ -127,6 +136,7 @@ def partition_keys(cluster: str, topic: str, partition: int, namespace: str = DE
         gaps=prefix + "gaps",
         gap_details=prefix + "gap-details",
         coverage=prefix + "coverage",
+        times=prefix + "times",
     )
 
 
@@ -134,6 +144,34 @@ def cluster_partitions_key(cluster: str, namespace: str = DEFAULT_NAMESPACE) -> 
     """The SET listing a cluster's partitions: ``tk:{cluster}:partitions``."""
     _check_names(cluster, namespace)
     return f"{namespace}:{{{cluster}}}:partitions"
+
+
+def partition_index_key(cluster: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """The ZSET ordering a cluster's partitions for paged listings: ``tk:{cluster}:partition-index``
+    (every score 0, members :func:`partition_index_member`, read by ZRANGEBYLEX / ZRANGE by rank)."""
+    _check_names(cluster, namespace)
+    return f"{namespace}:{{{cluster}}}:partition-index"
+
+
+def partition_index_member(topic: str, partition: int) -> str:
+    """``"{topic} {partition:010d}"``: a space sorts below every character Kafka allows in a topic
+    name, so members sort by topic, then by partition number (the listing's order and its cursor)."""
+    _check_topic_partition(topic, partition)
+    return f"{topic} {partition:010d}"
+
+
+def parse_partition_index_member(member: str | bytes, *, key: str | None = None) -> tuple[str, int]:
+    """(topic, partition) of a :func:`partition_index_member`."""
+    text = _text(member)
+    topic, _, number = text.rpartition(" ")
+    if not topic or len(number) != 10 or not number.isdigit():
+        raise MalformedRegistryDataError(f"partition index member {text!r} is not '{{topic}} {{partition:010d}}'", key=key)
+    return topic, int(number)
+
+
+def time_member(first_offset: int, last_offset: int, max_timestamp: int) -> str:
+    """The time index (``times`` ZSET) member: the segment member, ``:``, its own ``max_timestamp``."""
+    return f"{segment_member(first_offset, last_offset)}:{max_timestamp}"
 
 
 def segment_member(first_offset: int, last_offset: int) -> str:

@@ -73,6 +73,7 @@ from tiered_kafka.errors import ConfigError
 from tiered_kafka.modes import Mode
 from tiered_kafka.properties import parse_bool
 from tiered_kafka.spark.kafka_options import DEFAULT_POLL_TIMEOUT_MS, group_id, kafka_settings, parse_mode, poll_timeout_ms
+from tiered_kafka.topic_names import TOPIC_NAME_RULE, is_legal_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -408,9 +409,9 @@ def _selection(opts: Mapping[str, str]) -> TopicSelection:
         topics = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
         if not topics:
             raise OptionError(f"option 'subscribe' names no topic: got {text!r} (expected comma-separated topic names)")
-        bad = [t for t in topics if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t)]
+        bad = [t for t in topics if not is_legal_topic_name(t)]
         if bad:
-            raise OptionError(f"option 'subscribe': invalid topic name(s) {', '.join(map(repr, bad))} (Kafka allows 1-249 of [A-Za-z0-9._-])")
+            raise OptionError(f"option 'subscribe': invalid topic name(s) {', '.join(map(repr, bad))} ({TOPIC_NAME_RULE})")
         return Subscribe(topics)
     if name == "subscribePattern":
         if not text:

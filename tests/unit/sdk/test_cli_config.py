@@ -99,9 +99,18 @@ def test_a_configuration_file_holding_a_token_is_warned_about_when_others_may_re
     args, _ = _parse(["topics", "-F", str(path)])
     assert args.token == TOKEN
     assert "holds tiered.gateway.token and other users may read it (mode 0640)" in capsys.readouterr().err
-    _parse(["topics", "-F", str(path), "--token", "from-argv"])  # the file's token is not used: no warning
-    assert capsys.readouterr().err == ""
+    _parse(["topics", "-F", str(path), "--token", "from-argv"])  # the file still holds a token others may read; --token shows in ps
+    err = capsys.readouterr().err
+    assert "holds tiered.gateway.token and other users may read it" in err and "--token is visible to every local user" in err and "from-argv" not in err
     config_file(path, mode=0o644, tiered_gateway_url="http://x:1", tiered_cluster="c")  # no token in it: nothing to warn about
+    _parse(["topics", "-F", str(path)])
+    assert capsys.readouterr().err == ""
+    # a SASL password is as secret as the token (issue 36): its file gets the same warning, never the value
+    path.write_text(path.read_text() + "security.protocol=SASL_SSL\nsasl.password=hunter2-secret\n")
+    _parse(["topics", "-F", str(path)])
+    err = capsys.readouterr().err
+    assert "holds sasl.password and other users may read it (mode 0644)" in err and "hunter2" not in err, err
+    path.chmod(0o600)
     _parse(["topics", "-F", str(path)])
     assert capsys.readouterr().err == ""
 

@@ -7,7 +7,7 @@ import argparse
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from tiered_kafka.cli import Refused, _check_range, describe
+from tiered_kafka.cli import Refused, _check_range, error_text as describe
 from tiered_kafka.errors import RemoteGapError
 from tiered_kafka.client.gateway import PartitionExtent, RemoteExtent
 from tiered_kafka.modes import Mode
