@@ -36,11 +36,12 @@ import logging
 from pathlib import Path
 
 from tiered_kafka.errors import CorruptCheckpointError
-from tiered_kafka.format.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_offset_checkpoint
+from tiered_kafka.format.checkpoints import LOG_START_OFFSET_CHECKPOINT, parse_offset_checkpoint_bytes
 from tiered_kafka.format.segment_names import parse_partition_dir_name
 from tiered_kafka.registry import CoverageStart, Registry
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import LocalSegment
+from tiered_kafka_agent.log_dir_files import read_log_dir_file
 from tiered_kafka_agent.remote_store import MetadataError, RemoteStore
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,8 @@ def checkpointed_log_start(directory: Path) -> int | None:
     topic, partition = parse_partition_dir_name(directory.name)
     path = directory.parent / LOG_START_OFFSET_CHECKPOINT
     try:
-        return parse_offset_checkpoint(path.read_text(), str(path)).get((topic, partition))
-    except FileNotFoundError:
-        return None
+        data = read_log_dir_file(directory.parent, LOG_START_OFFSET_CHECKPOINT)  # no link followed, bounded (log_dir_files)
+        return None if data is None else parse_offset_checkpoint_bytes(data, str(path)).get((topic, partition))
     except (OSError, CorruptCheckpointError) as err:  # the broker rewrites it atomically; a bad one is only skipped
         log.warning("%s unreadable, using the first segment's base offset: %s", path, err)
         return None

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tiered_kafka.errors import CorruptCheckpointError
-from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offset_checkpoint
+from tiered_kafka.format.checkpoints import REPLICATION_OFFSET_CHECKPOINT, parse_offset_checkpoint_bytes
+from tiered_kafka_agent.log_dir_files import read_log_dir_file
 from tiered_kafka.format.segment_names import FileKind, Suffix
 from tiered_kafka_agent.local_segments import LocalSegment
 
@@ -87,7 +88,7 @@ class HighWatermarks:
     def _current(self, log_dir: Path) -> dict[tuple[str, int], int]:
         path = log_dir / REPLICATION_OFFSET_CHECKPOINT
         try:
-            stat = os.stat(path)
+            stat = os.lstat(path)
             key: _StatKey | None = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         except FileNotFoundError:
             key = None
@@ -98,7 +99,8 @@ class HighWatermarks:
         offsets: dict[tuple[str, int], int] = {}
         if key is not None:
             try:
-                offsets = read_offset_checkpoint(path) or {}
+                data = read_log_dir_file(log_dir, REPLICATION_OFFSET_CHECKPOINT)  # no link followed, bounded (log_dir_files)
+                offsets = {} if data is None else parse_offset_checkpoint_bytes(data, str(path))
             except CorruptCheckpointError as err:  # nothing known: every partition of the log dir waits
                 log.warning("%s; no high watermark is known in %s: its segments wait", err, log_dir)
             except OSError as err:

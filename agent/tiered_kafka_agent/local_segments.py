@@ -58,6 +58,7 @@ import crc32c
 import pyarrow.compute as pc
 
 from tiered_kafka.errors import CorruptCheckpointError, FormatError, UnsupportedCodecError
+from tiered_kafka_agent.log_dir_files import open_in_dir, open_partition_dir
 from tiered_kafka.format import producer_snapshot
 from tiered_kafka.format.batch_index import BatchIndexBuilder, UnsupportedFormatError
 from tiered_kafka.format.sparse_index import SparseIndex
@@ -245,11 +246,22 @@ def list_segments(directory: Path, metrics: AgentMetrics | None = None) -> tuple
     """
     bases: set[int] = set()
     live: set[int] = set()
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(directory):
+    try:
+        dir_fd = open_partition_dir(directory)  # the open is the check: no link followed (log_dir_files)
+    except FileNotFoundError:
+        dir_fd = None
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        refuse_symlink(directory, "partition_dir", metrics)
+        raise LocalSegmentError(f"{directory} is a symbolic link: refused (the agent reads only the broker's own files)") from None
+    with contextlib.ExitStack() as held:
+        if dir_fd is not None:
+            held.callback(os.close, dir_fd)
+        for entry in os.scandir(dir_fd) if dir_fd is not None else ():
             name = SegmentFileName.try_parse(entry.name)
             if name is not None and entry.is_symlink():  # module doc: refused; a .log stays listed, so its open refuses it
-                refuse_symlink(Path(entry.path), "segment_file", metrics)
+                refuse_symlink(directory / entry.name, "segment_file", metrics)
             if name is None or name.kind != FileKind.LOG or name.suffix not in (Suffix.NONE, Suffix.DELETED):
                 continue
             bases.add(name.base_offset)
@@ -262,18 +274,31 @@ def list_segments(directory: Path, metrics: AgentMetrics | None = None) -> tuple
 
 
 def _open_either(segment: LocalSegment, kind: FileKind) -> tuple[int, Path] | None:
-    """Open the file under its live or ``.deleted`` name; None when both are gone."""
-    for suffix in (Suffix.NONE, Suffix.DELETED):
-        path = segment.path(kind, suffix)
-        try:
-            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW), path
-        except FileNotFoundError:
-            continue
-        except OSError as err:
-            if err.errno == errno.ELOOP:  # a symbolic link (module doc)
-                raise LocalSegmentError(f"{path} is a symbolic link: refused (the agent reads only the broker's own files)") from err
-            raise
-    return None
+    """Open the file under its live or ``.deleted`` name; None when both are gone. The partition
+    directory is opened first without following a link, and the file relative to it
+    (``log_dir_files``: no check-then-open race)."""
+    try:
+        dir_fd = open_partition_dir(segment.directory)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LocalSegmentError(f"{segment.directory} is a symbolic link: refused (the agent reads only the broker's own files)") from err
+        raise
+    try:
+        for suffix in (Suffix.NONE, Suffix.DELETED):
+            path = segment.path(kind, suffix)
+            try:
+                return open_in_dir(dir_fd, path.name), path
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                if err.errno == errno.ELOOP:  # a symbolic link (module doc)
+                    raise LocalSegmentError(f"{path} is a symbolic link: refused (the agent reads only the broker's own files)") from err
+                raise
+        return None
+    finally:
+        os.close(dir_fd)
 
 
 @dataclass

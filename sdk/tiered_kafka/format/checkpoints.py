@@ -61,12 +61,12 @@ def _parse_lines(text: str, name: str, fields: int) -> list[list[str]]:
     lines = text.splitlines()
     if len(lines) < 2:
         raise CorruptCheckpointError(f"{name}: expected a version and a count line, got {len(lines)} lines")
-    if lines[0].strip() != str(CHECKPOINT_VERSION):
-        raise CorruptCheckpointError(f"{name}: unsupported version {lines[0]!r} (expected {CHECKPOINT_VERSION})")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):  # the line itself is not quoted: the file may not be a checkpoint at all
+        raise CorruptCheckpointError(f"{name}: unsupported version (the first line is not {CHECKPOINT_VERSION})")
     try:
         count = int(lines[1])
     except ValueError:
-        raise CorruptCheckpointError(f"{name}: entry count {lines[1]!r} is not an integer") from None
+        raise CorruptCheckpointError(f"{name}: the entry count (line 2) is not an integer") from None
     entries = [line.split() for line in lines[2:] if line.strip()]
     if count != len(entries):
         raise CorruptCheckpointError(f"{name}: count line says {count} entries, file holds {len(entries)}")
@@ -111,11 +111,16 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int] | None:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    return parse_offset_checkpoint_bytes(data, str(path))
+
+
+def parse_offset_checkpoint_bytes(data: bytes, name: str) -> dict[tuple[str, int], int]:
+    """``parse_offset_checkpoint`` of a file's bytes (UTF-8; else ``CorruptCheckpointError``)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise CorruptCheckpointError(f"{path}: not UTF-8 text") from None
-    return parse_offset_checkpoint(text, str(path))
+        raise CorruptCheckpointError(f"{name}: not UTF-8 text") from None
+    return parse_offset_checkpoint(text, name)
 
 
 def format_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> str:
