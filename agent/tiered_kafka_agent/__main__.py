@@ -1,9 +1,13 @@
 """``tiered-kafka-agent``: run the broker sidecar, rebuild a cluster's registry from S3, or audit it.
 
     tiered-kafka-agent run --config agent.properties
-    tiered-kafka-agent rebuild-registry --config agent.properties
+    tiered-kafka-agent rebuild-registry --config agent.properties   (a progress bar on stderr)
+    tiered-kafka-agent migrate-registry --config agent.properties   (to the registry's layout 2 in place, resumable:
+        ``tiered_kafka.registry``; a progress bar on stderr)
     tiered-kafka-agent audit --config agent.properties [--topic T ...] [--json] [--bootstrap-servers HOST:PORT]
     tiered-kafka-agent backfill-batch-index --config agent.properties [--topic T ...]   (``tiered_kafka_agent.backfill``; exit 1 if one failed)
+    tiered-kafka-agent adopt --config agent.properties [--topic T ...] [--dry-run]   (``tiered_kafka_agent.adopt``: register the segments
+        Pinterest's uploader wrote in the same keyspace; exit 1 if one failed, or if there was none to adopt)
 
 ``audit`` (``tiered_kafka_agent.audit``) checks that every offset at or after each partition's
 coverage start is remote, still in Kafka, or in a recorded gap. The broker is reached at
@@ -37,10 +41,11 @@ from tiered_kafka_agent.config import AgentSettings, load_settings
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiered-kafka-agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "rebuild-registry", "audit", "backfill-batch-index"])
+    parser.add_argument("command", choices=["run", "rebuild-registry", "migrate-registry", "audit", "backfill-batch-index", "adopt"])
     parser.add_argument("--config", type=Path, help="a .properties file (also reads TIERED_KAFKA_AGENT_* variables)")
-    parser.add_argument("--topic", action="append", help="audit: a topic to audit (repeatable; default: every topic in the registry)")
+    parser.add_argument("--topic", action="append", help="audit, backfill-batch-index, adopt: a topic (repeatable; default: every topic)")
     parser.add_argument("--json", action="store_true", help="audit: print JSON")
+    parser.add_argument("--dry-run", action="store_true", help="adopt: print what would be registered, write nothing")
     parser.add_argument("--bootstrap-servers", help="audit: the Kafka cluster (default: leadership.bootstrap_servers)")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
@@ -63,9 +68,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rebuild-registry":
         from tiered_kafka_agent.rebuild import rebuild_registry
 
-        report = rebuild_registry(agent.store, agent.registry)
+        from tiered_kafka_agent.progress import Progress
+
+        report = rebuild_registry(agent.store, agent.registry, Progress("rebuild: .log objects", unit="segments"))
         print(json.dumps(report.__dict__))
         return 0
+    if args.command == "migrate-registry":
+        from tiered_kafka_agent.progress import Progress
+
+        bar = Progress("migrate-registry: partitions", unit="partitions")
+        migrated = agent.registry.migrate(progress=bar.update)
+        bar.close()
+        print(migrated)
+        return 0
+    if args.command == "adopt":
+        from tiered_kafka_agent.adopt import adopt_segments
+
+        adopted = adopt_segments(agent.store, agent.registry, sys.stdout, log_dirs=settings.log_dirs, topics=args.topic, dry_run=args.dry_run)
+        if adopted.segments == 0:
+            print(
+                f"tiered-kafka-agent: no segment without tk-* metadata under cluster {settings.cluster} (prefix {settings.s3.prefix!r}, "
+                f"{settings.s3.entropy_bits} entropy bits): the keyspace must be the previous uploader's",
+                file=sys.stderr,
+            )
+            return 1
+        return 0 if adopted.ok else 1
     if args.command == "backfill-batch-index":
         from tiered_kafka_agent.backfill import backfill_batch_indexes
 

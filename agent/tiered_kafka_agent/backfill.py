@@ -4,15 +4,13 @@ Segments uploaded before the agent wrote batch indexes (``tiered_kafka.format.ba
 planned by the gateway from their ``.index`` and batch headers read from S3. This command gives
 them one, segment by segment, oldest first per partition:
 
-1. skip a segment whose registry entry already lists ``batchindex`` and carries a sparse plan
-   index (``format.sparse_index``), so a second run does nothing;
-2. a segment with a batch index but no sparse index (uploaded before the registry held one): GET
-   its ``.batchindex`` (small), check it against the entry, and set the entry's ``sparse_index``
-   from it (``Registry.add_files`` with no new kind);
-3. otherwise download its ``.log`` to a temporary file, check its size and whole-file checksum
+1. skip a segment whose registry entry already lists ``batchindex``, so a second run does nothing
+   (the registry keeps no sparse plan index since its layout 2: the gateway derives it from the
+   batch index, ``tiered_kafka.registry``);
+2. otherwise download its ``.log`` to a temporary file, check its size and whole-file checksum
    against the registry entry, and build the index from a scan that verifies every batch's CRC-32C;
-   upload ``{base}.batchindex`` beside it, then add ``batchindex`` to the entry's ``files`` and its
-   sparse index (``Registry.add_files``, only while the registry still holds that very segment).
+   upload ``{base}.batchindex`` beside it, then add ``batchindex`` to the entry's ``files``
+   (``Registry.add_files``, only while the registry still holds that very segment).
 
 The crash order is the upload's: an index object nobody lists is harmless and the next run
 overwrites it. A segment that is not magic 2 throughout gets none (the gateway keeps planning it
@@ -35,9 +33,8 @@ from typing import TextIO
 
 import crc32c
 
-from tiered_kafka.errors import CorruptIndexError, FormatError
-from tiered_kafka.format.batch_index import BatchIndex, UnsupportedFormatError, build
-from tiered_kafka.format.sparse_index import SparseIndex
+from tiered_kafka.errors import FormatError
+from tiered_kafka.format.batch_index import UnsupportedFormatError, build
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.registry import Registry, SegmentEntry
 from tiered_kafka_agent.remote_store import RemoteStore
@@ -47,7 +44,6 @@ from tiered_kafka_agent.remote_store import RemoteStore
 class BackfillReport:
     segments: int = 0  # registered segments looked at
     added: int = 0  # batch indexes uploaded and registered
-    sparse_added: int = 0  # sparse indexes set on entries that had a batch index already
     present: int = 0  # already had one
     unsupported: int = 0  # not magic 2 throughout: none possible
     gone: int = 0  # deleted from the registry (remote retention) while being indexed
@@ -65,16 +61,15 @@ def backfill_batch_indexes(store: RemoteStore, registry: Registry, out: TextIO, 
     partitions = [(t, p) for t, p in registry.partitions() if wanted is None or t in wanted]
     for number, (topic, partition) in enumerate(partitions, 1):
         entries = registry.segments(topic, partition)
-        missing = [e for e in entries if FileKind.BATCHINDEX.value not in e.files or e.sparse_index is None]
+        missing = [e for e in entries if FileKind.BATCHINDEX.value not in e.files]
         report.segments += len(entries)
         report.present += len(entries) - len(missing)
-        print(f"[{number}/{len(partitions)}] {topic}-{partition}: {len(missing)} of {len(entries)} segments lack a batch or sparse index", file=out, flush=True)
+        print(f"[{number}/{len(partitions)}] {topic}-{partition}: {len(missing)} of {len(entries)} segments lack a batch index", file=out, flush=True)
         for i, entry in enumerate(missing, 1):
-            indexed = FileKind.BATCHINDEX.value in entry.files
-            outcome = _sparse_from_batch_index(store, registry, entry, report) if indexed else _backfill_one(store, registry, entry, report)
+            outcome = _backfill_one(store, registry, entry, report)
             print(f"  [{i}/{len(missing)}] segment {entry.base_offset}..{entry.last_offset} ({entry.size} bytes): {outcome}", file=out, flush=True)
     print(
-        f"batch indexes: {report.added} added ({report.sparse_added} more sparse indexes), {report.present} already present, {report.unsupported} not possible (not magic 2), "
+        f"batch indexes: {report.added} added, {report.present} already present, {report.unsupported} not possible (not magic 2), "
         f"{report.gone} deleted meanwhile, {report.failed} failed, of {report.segments} segments",
         file=out,
         flush=True,
@@ -114,36 +109,14 @@ def _backfill_one(store: RemoteStore, registry: Registry, entry: SegmentEntry, r
         report.failed += 1
         return f"FAILED: the batches end at offset {index.last_offset}, the registry says {entry.last_offset}"
     body = index.to_bytes()
-    sparse = SparseIndex.from_batch_index(index).to_bytes()
     store.put_bytes(store.keyspace.segment_key(entry.topic, entry.partition, entry.base_offset, FileKind.BATCHINDEX), body)
     if not store.retry.call(
-        lambda: registry.add_files(entry, [FileKind.BATCHINDEX.value], sparse_index=sparse), what=f"registration of {entry.object_key}'s batch index"
+        lambda: registry.add_files(entry, [FileKind.BATCHINDEX.value]), what=f"registration of {entry.object_key}'s batch index"
     ):
         report.gone += 1
         return "deleted from the registry meanwhile: index uploaded, not registered"
     report.added += 1
-    return f"{len(index)} batches, batch index of {len(body)} bytes ({len(body) / entry.size:.3%}), sparse index of {len(sparse)} bytes"
-
-
-def _sparse_from_batch_index(store: RemoteStore, registry: Registry, entry: SegmentEntry, report: BackfillReport) -> str:
-    """Step 2 of the module doc: the sparse index of a segment that has a batch index already."""
-    key = store.keyspace.segment_key(entry.topic, entry.partition, entry.base_offset, FileKind.BATCHINDEX)
-    data = store.retry.call(lambda: store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read(), what=f"download of {key}")
-    try:
-        index = BatchIndex.from_bytes(data, name=key)
-    except CorruptIndexError as err:
-        report.failed += 1
-        return f"FAILED: {err}"
-    if (index.base_offset, index.segment_size, index.last_offset) != (entry.base_offset, entry.size, entry.last_offset):
-        report.failed += 1
-        return (f"FAILED: {key} describes offsets {index.base_offset}..{index.last_offset} in {index.segment_size} bytes; "
-                f"the registry says {entry.base_offset}..{entry.last_offset} in {entry.size}")
-    sparse = SparseIndex.from_batch_index(index).to_bytes()
-    if not store.retry.call(lambda: registry.add_files(entry, [], sparse_index=sparse), what=f"registration of {entry.object_key}'s sparse index"):
-        report.gone += 1
-        return "deleted from the registry meanwhile: sparse index not registered"
-    report.sparse_added += 1
-    return f"sparse index of {len(sparse)} bytes from the batch index ({len(index)} batches)"
+    return f"{len(index)} batches, batch index of {len(body)} bytes ({len(body) / entry.size:.3%})"
 
 
 def _checksum_problem(data: memoryview, checksum: str) -> str | None:

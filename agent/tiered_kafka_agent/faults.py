@@ -18,10 +18,11 @@ import signal
 
 CRASH_ENV = "TIERED_KAFKA_AGENT_TEST_CRASH_AT"
 STEPS = ("after_coverage_start", "during_part", "after_log", "before_register", "before_watermark")
+ADOPT_STEPS = ("adopt_before_register",)  # ``tiered-kafka-agent adopt``: a segment's .batchindex written, not registered yet
 
 
 def crash_point(step: str) -> None:
-    if step not in STEPS:
+    if step not in STEPS and step not in ADOPT_STEPS:
         raise ValueError(f"unknown crash step {step!r}")
     if os.environ.get(CRASH_ENV) == step:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,7 +30,7 @@ from tiered_kafka.retry import RetryPolicy
 from tiered_kafka_agent.coverage import establish_coverage_start, observed_log_start
 from tiered_kafka_agent.local_segments import LocalSegment
 from tiered_kafka_agent.metrics import AgentMetrics
-from tiered_kafka_agent.remote_store import RemoteStore
+from tiered_kafka_agent.remote_store import META_PREFIX, RemoteStore
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class PartitionOffsets:
         """Read offset.wm (once) and record the coverage start (once, ``coverage``); False while the
         partition has no segment at all yet (nothing to observe: the pass waits)."""
         if not self._watermark_loaded:
-            self.watermark = self.store.read_watermark(self.topic, self.partition)
+            self.watermark = self._trusted(self.store.read_watermark(self.topic, self.partition))
             self._watermark_loaded = True
         if self.coverage is None:
             observed = observed_log_start(directory, segments, active)
@@ -67,6 +67,34 @@ class PartitionOffsets:
             self.coverage = establish_coverage_start(self.topic, self.partition, self.registry, self.store, observed, self.watermark)
             self._watermark_next = self._end_of_watermark_segment(segments, active)
         return True
+
+    def _trusted(self, wm: int | None) -> int | None:
+        """offset.wm as far as it is this project's progress (issue 37's hand-over).
+
+        Our agent moves offset.wm only after registering the segment it names (or recording its gap),
+        so the registry's ``next_offset`` is past it. Another uploader's offset.wm (Pinterest's writes
+        one per segment, unordered: it can name a segment past one never uploaded, or go backwards)
+        is not: when the registry knows the partition, offset.wm is taken no higher than the offset
+        before its ``next_offset``; when the registry knows nothing and offset.wm's ``.log`` has no
+        ``tk-*`` metadata (another uploader's), it is ignored. Either way the pass then starts from the
+        first offset not registered, and segments already in S3 are recognised there by their bytes
+        (``remote_store``)."""
+        if wm is None:
+            return None
+        registered = self.registry.coverage(self.topic, self.partition).next_offset
+        if registered >= 0:
+            if wm >= registered:
+                log.info("%s: offset.wm %d is past the registered offsets (next %d): continuing from offset %d", self.name, wm, registered, registered)
+                return registered - 1 if registered > 0 else None
+            return wm
+        try:
+            _, metadata = self.store.head_metadata(self.store.keyspace.segment_key(self.topic, self.partition, wm, FileKind.LOG))
+        except ClientError:
+            return wm  # gone (remote retention) or unreadable: as before
+        if not any(name.startswith(META_PREFIX) for name in metadata):
+            log.info("%s: offset.wm %d was written by another uploader (its .log has no tk-* metadata): not taken as progress", self.name, wm)
+            return None
+        return wm
 
     def advance_watermark(self, base_offset: int) -> int:
         """offset.wm moves to ``base_offset``, never backwards (a straddling segment's base can be

@@ -48,6 +48,12 @@ advancing and retries, with an error in the log.
 The partition's offsets (offset.wm, the coverage start, the expected next offset, the gaps) are
 held and moved by one collaborator, ``partition_offsets.PartitionOffsets`` (``self.offsets``).
 
+Another uploader's objects (Pinterest's, issue 37's hand-over): offset.wm is taken as progress only as far as
+the registry vouches for it (``PartitionOffsets._trusted``), so the agent continues from the first offset not
+registered; a ``.log`` already under our key with the same bytes is kept and registered (``remote_store``); one
+with other bytes (``ForeignObjectError``) is logged once per object and retried with a backoff of up to
+``FOREIGN_RETRY_MAX_S`` that filesystem events do not cut short (never a tight loop, never deleted).
+
 Two leaders, one partition (after a leadership move; ``two_leaders``): a segment whose offsets
 are all registered is not uploaded; one straddling the expected next offset is registered from it
 (``SegmentEntry.first_offset``), never recorded as a gap; the ``.log`` goes up with
@@ -90,7 +96,7 @@ from tiered_kafka_agent.local_segments import (
 )
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_agent.partition_offsets import PartitionOffsets
-from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks
+from tiered_kafka_agent.remote_store import ForeignObjectError, ObjectKeyTakenError, RemoteStore, UploadHooks
 from tiered_kafka_agent.two_leaders import KEY_BUSY_RETRY_S, ObjectKeyBusyError, TwoLeaders
 
 log = logging.getLogger(__name__)
@@ -98,6 +104,7 @@ NOT_READY_RETRY_S = 0.05
 SNAPSHOT_GRACE_S = 2.0  # how long a rolled segment waits for the broker's snapshot (local_segments)
 MAX_WINDOW = 4
 PREDECESSOR_WARN_S = 30.0  # how often a new uploader still waiting for the previous one says so
+FOREIGN_RETRY_MAX_S = 60.0  # the longest wait between two tries of a segment whose key holds another uploader's other bytes
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,7 @@ class PartitionUploader(TwoLeaders):
         self._failures = 0
         self._done: dict[int, tuple[int | None, _Upload]] = {}  # base → (next base, finished upload) not committed yet
         self._taken_seen: dict[tuple[str, str], float] = {}  # two_leaders: (key, ETag) of another leader's object → first seen
+        self._foreign_reported: set[tuple[str, str]] = set()  # (key, ETag) of another uploader's objects in the way, logged once
         # several segments of this partition upload at once; registration stays in offset order
         self.window = max(1, min(MAX_WINDOW, upload_window))
         self._pool = ThreadPoolExecutor(self.window, thread_name_prefix=f"upload-{self.name}")
@@ -211,6 +219,17 @@ class PartitionUploader(TwoLeaders):
             delay = self.rescan_interval_s
             try:
                 delay = self.sync()
+            except ForeignObjectError as err:  # another uploader's object under our key: once, then a backoff no event shortens
+                self._failures += 1
+                delay = min(FOREIGN_RETRY_MAX_S, 2.0 ** min(self._failures, 10))
+                if (err.key, err.etag) not in self._foreign_reported:
+                    self._foreign_reported.add((err.key, err.etag))
+                    self.metrics.failures.labels(self.topic).inc()
+                    log.error("%s: %s (trying again with a backoff, up to every %.0fs)", self.name, err, FOREIGN_RETRY_MAX_S)
+                else:
+                    log.debug("%s: still %s", self.name, err)
+                self._stop.wait(delay)
+                continue
             except Exception as err:  # never let one partition's failure kill its thread
                 self._failures += 1
                 self.metrics.failures.labels(self.topic).inc()

@@ -11,7 +11,9 @@ The result equals what the agent registered (``Registry.dump`` compares them in 
 A ``.log`` object with no ``tk-*`` metadata at all was not uploaded by this project's agent (Pinterest's
 ts-segment-uploader writes the same keys, without metadata): the rebuild cannot vouch for its range, epoch or
 checksum, so it registers nothing for it and counts it as ``foreign``; the gateway serves such segments by
-listing the partition's prefix (``tiered_kafka_gateway.s3_listing``, ``remote.ClusterReader._list``).
+listing the partition's prefix (``tiered_kafka_gateway.s3_listing``, ``remote.ClusterReader._list``). Once
+adopted (``tiered-kafka-agent adopt``, ``adopt``), such a segment's entry is in the ``tk-*`` metadata of the
+``.batchindex`` adoption wrote beside it (its own object is never rewritten): the rebuild restores it from there.
 
 The coverage's ``expired_until`` (offsets remote retention deleted) comes from ``expired.json``,
 which remote retention writes before it deletes anything (``retention``).
@@ -34,13 +36,15 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import EXPIRED
 from tiered_kafka.registry import Registry, SegmentEntry
-from tiered_kafka_agent.remote_store import META_PREFIX, MetadataError, RemoteStore, entry_from_metadata, registered_from
+from tiered_kafka_agent.progress import Progress
+from tiered_kafka_agent.remote_store import META_PREFIX, MetadataError, RemoteStore, adopted_entry, entry_from_metadata, registered_from
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,13 @@ class RebuildReport:
     foreign: int = 0  # .log objects without tk-* metadata (module doc): left to the listing path
 
 
-def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
+HEAD_THREADS = 16
+"""HEADs of ``.log`` objects in flight at once: the rebuild's cost is its S3 round trips, not CPU."""
+
+
+def rebuild_registry(store: RemoteStore, registry: Registry, progress: Progress | None = None) -> RebuildReport:
+    """Rebuild the registry from S3 (module doc): ``.log`` objects HEADed ``HEAD_THREADS`` at a time,
+    registrations pipelined (``Registry.register_many``); ``progress`` counts ``.log`` objects."""
     report = RebuildReport()
     keys_by_partition: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
     gap_keys: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -78,25 +88,35 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
             if parsed.segment is not None and parsed.segment.suffix.value == "":
                 keys_by_partition[(parsed.topic, parsed.partition)][key] = size
 
+    if progress is not None:
+        progress.update(0, sum(1 for present in keys_by_partition.values() for key in present if key.endswith("." + FileKind.LOG.value)))
+    pool = ThreadPoolExecutor(HEAD_THREADS, thread_name_prefix="rebuild-head")
     for (topic, partition) in sorted(set(keys_by_partition) | set(gap_keys) | covered):
         present = keys_by_partition.get((topic, partition), {})
         entries = []
-        for key, size in sorted(present.items()):
-            if not key.endswith("." + FileKind.LOG.value):
-                continue
+
+        def read(item: tuple[str, int], topic: str = topic, partition: int = partition, present: dict[str, int] = present) -> SegmentEntry | str:
+            key, size = item
             _, metadata = store.head_metadata(key)
             if not any(name.startswith(META_PREFIX) for name in metadata):
-                report.foreign += 1
-                continue
+                adopted = _adopted(store, topic, partition, key, size, present)
+                return "foreign" if adopted is None else adopted
             entry = _entry(topic, partition, key, size, metadata)
-            if entry is None or not _complete(store, entry, present):
+            return "skipped" if entry is None or not _complete(store, entry, present) else entry
+
+        logs = [(key, size) for key, size in sorted(present.items()) if key.endswith("." + FileKind.LOG.value)]
+        for found in pool.map(read, logs):
+            if found == "foreign":
+                report.foreign += 1
+            elif found == "skipped":
                 report.skipped += 1
-                continue
-            entries.append(entry)
+            else:
+                entries.append(found)
+        if progress is not None:
+            progress.advance(len(logs))
         entries = _without_overlaps(entries, report)
         registry.clear_partition(topic, partition)
-        for entry in entries:
-            registry.register(entry)
+        registry.register_many(entries)
         for key in sorted(gap_keys.get((topic, partition), [])):
             marker = store.read_gap_marker(key)
             registry.record_gap(topic, partition, marker["start_offset"], marker["end_offset"], marker["reason"], detected_ms=marker["detected_ms"])
@@ -108,6 +128,9 @@ def rebuild_registry(store: RemoteStore, registry: Registry) -> RebuildReport:
             registry.ensure_listed(topic, partition)
         report.partitions += 1
         report.segments += len(entries)
+    pool.shutdown()
+    if progress is not None:
+        progress.close()
     if report.foreign:
         log.info("rebuild: %d segment(s) without tk-* metadata (not uploaded by this agent: e.g. Pinterest's uploader) left to the gateway's listing path", report.foreign)
     log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
@@ -136,6 +159,20 @@ def _without_overlaps(entries: list[SegmentEntry], report: RebuildReport) -> lis
             continue
         kept.append(entry if first == entry.first else registered_from(entry, first, None))  # its range's counts: unknown (-1) past tk-first-offset
     return kept
+
+
+def _adopted(store: RemoteStore, topic: str, partition: int, key: str, size: int, present: dict[str, int]) -> SegmentEntry | None:
+    """The entry of another uploader's ``.log`` that ``adopt`` (or the agent's hand-over) registered: kept in
+    the ``tk-*`` metadata of the ``.batchindex`` written beside it (``remote_store.adopted_entry``); None when
+    it was never adopted (or its batch index has no metadata)."""
+    index_key = key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value
+    if index_key not in present:
+        return None
+    try:
+        return adopted_entry(topic, partition, key, size, store.head_metadata(index_key)[1])
+    except MetadataError as err:
+        log.warning("rebuild: %s beside %s: %s", index_key, key, err)
+        return None
 
 
 def _entry(topic: str, partition: int, key: str, size: int, metadata: dict[str, str]) -> SegmentEntry | None:

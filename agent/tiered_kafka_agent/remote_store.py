@@ -22,6 +22,16 @@ Upload of one segment (what a crash at each step leaves behind, all harmless):
    carries the sparse plan index derived from the batch index (``format.sparse_index``; not in the
    object metadata, which is too small: a rebuilt registry gets it back from ``backfill-batch-index``).
 
+**Another uploader's object under our key** (Pinterest's ts-segment-uploader writes the same keys, with no
+``tk-*`` metadata: issue 37's hand-over). A ``.log`` found there without any ``tk-*`` metadata is read once
+(a streamed GET, CRC-32C): the same size and checksum as this segment's is the same bytes, and it is kept as
+it is: nothing is rewritten, its ``.index``/``.timeindex`` already there are kept too (they were cut from the
+same broker files), only the files missing beside it are written, and the ``.batchindex`` (a key of our own)
+goes up carrying the entry's ``tk-*`` metadata so that ``rebuild`` can restore the entry
+(:func:`adopted_entry`). Other bytes raise :class:`ForeignObjectError`, naming both objects; nothing is
+written, and the uploader retries with a backoff (``partition_uploader``), never deleting another system's
+object.
+
 Before the PUT the key is read (HEAD): an earlier attempt (a crashed agent's, or the other
 leader's) that left the same bytes costs a HEAD, not a refused upload of the whole body (a
 refused multipart upload has sent every part before CompleteMultipartUpload is answered 412).
@@ -68,6 +78,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
@@ -158,6 +169,31 @@ def entry_from_metadata(topic: str, partition: int, key: str, size: int, metadat
         )
     except (KeyError, ValueError, MalformedRegistryDataError, RegistryValueError) as err:
         raise MetadataError(f"s3 object {key}: missing or malformed tk-* metadata ({err})") from err
+
+
+def adopted_entry(topic: str, partition: int, log_key: str, log_size: int, batch_index_metadata: dict[str, str]) -> SegmentEntry | None:
+    """The registry entry of another uploader's ``.log`` (no ``tk-*`` metadata of its own) that was adopted: the
+    ``tk-*`` metadata on the ``.batchindex`` written beside it at adoption (module doc); None when that has none."""
+    if not any(name.startswith(META_PREFIX) for name in batch_index_metadata):
+        return None
+    return entry_from_metadata(topic, partition, log_key, log_size, batch_index_metadata)
+
+
+class ForeignObjectError(RemoteObjectError):
+    """A segment's ``.log`` key holds an object another uploader wrote (no ``tk-*`` metadata: Pinterest's
+    ts-segment-uploader) with other bytes than this segment's: nothing was written (module doc).
+
+    ``etag`` identifies their object, so the uploader reports each conflict once."""
+
+    def __init__(self, key: str, size: int, etag: str, checksum: str | None, ours: SegmentEntry, source: str) -> None:
+        theirs = f"{size} bytes" + (f", {checksum}" if checksum else "") + f", ETag {etag or '?'}"
+        super().__init__(
+            f"s3 object {key} was written by another uploader (no tk-* metadata: {theirs}) and is not segment "
+            f"{ours.base_offset} of {source} ({ours.size} bytes, {ours.checksum}): it is left as it is and the partition "
+            "does not advance past it; compare the two and remove the wrong one, or run `tiered-kafka-agent adopt`"
+        )
+        self.key = key
+        self.etag = etag
 
 
 class ObjectKeyTakenError(RemoteObjectError):
@@ -268,25 +304,27 @@ class RemoteStore:
         if first_offset is not None:
             entry = registered_from(entry, first_offset, stats.batch_index)
         log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)
-        self._put_log_exclusively(opened, log_key, entry, hooks)
+        foreign = self._put_log_exclusively(opened, log_key, entry, hooks)
         hooks.checkpoint("after_log")
         companions = [
             self._companions.submit(self._upload_file, opened, kind, self.keyspace.segment_key(topic, partition, base, kind), {}, hooks)
             for kind in kinds
-            if kind != FileKind.LOG
+            if kind != FileKind.LOG and not (foreign and self.object_exists(self.keyspace.segment_key(topic, partition, base, kind)))
         ]
         if stats.batch_index is not None:
             key = self.keyspace.segment_key(topic, partition, base, FileKind.BATCHINDEX)
-            companions.append(self._companions.submit(self.put_bytes, key, stats.batch_index, hooks))
+            metadata = entry_metadata(entry) if foreign else None  # the adopted entry, for rebuild (module doc)
+            companions.append(self._companions.submit(self.put_bytes, key, stats.batch_index, hooks, metadata))
         for future in companions:  # wait for all (the files stay open until then), then raise the first error
             future.exception()
         for future in companions:
             future.result()
         return entry
 
-    def _put_log_exclusively(self, opened: OpenSegment, key: str, entry: SegmentEntry, hooks: UploadHooks) -> None:
+    def _put_log_exclusively(self, opened: OpenSegment, key: str, entry: SegmentEntry, hooks: UploadHooks) -> bool:
         """Create the ``.log`` object only if the key is free (module doc, step 1); return when it
-        holds this segment's bytes, raise :class:`ObjectKeyTakenError` when it holds others."""
+        holds this segment's bytes (True: another uploader's object with them, kept as it is), raise
+        :class:`ObjectKeyTakenError` when it holds others (:class:`ForeignObjectError` for another uploader's)."""
         self._ensure_conditional_writes()
         found = self._head_or_none(key)  # an earlier attempt or the other leader may hold it: no body sent for nothing
         for _ in range(5):
@@ -294,7 +332,7 @@ class RemoteStore:
                 try:
                     exclusive_key(self.bucket, key, True)
                     self._upload_file(opened, FileKind.LOG, key, {"Metadata": entry_metadata(entry)}, hooks)
-                    return
+                    return False
                 except Exception as err:
                     code = s3_error_code(err)
                     if code == "ConditionalRequestConflict":  # S3's 409: a concurrent conditional write of the key; ask again
@@ -309,15 +347,33 @@ class RemoteStore:
                 if found is None:  # deleted since (e.g. a refused multipart's cleanup): try again
                     continue
             size, metadata, age_s, etag = found
+            if not any(name.startswith(META_PREFIX) for name in metadata):  # another uploader's (module doc)
+                checksum = self.object_checksum(key) if size == entry.size else None
+                if checksum == entry.checksum:
+                    log.info("s3 object %s, written by another uploader, holds this segment's bytes: kept as it is", key)
+                    return True
+                raise ForeignObjectError(key, size, etag, checksum, entry, str(opened.names.get(FileKind.LOG, opened.segment.base_offset)))
             if size == entry.size and metadata.get(f"{META_PREFIX}checksum") == entry.checksum:
                 log.debug("s3 object %s holds this segment's bytes already (an earlier attempt or the other leader's copy)", key)
-                return
+                return False
             try:
                 theirs: SegmentEntry | None = entry_from_metadata(entry.topic, entry.partition, key, size, metadata)
             except MetadataError:
                 theirs = None
             raise ObjectKeyTakenError(key, entry, theirs, age_s, etag)
         raise ObjectKeyTakenError(key, entry, None, 0.0)
+
+    def object_checksum(self, key: str) -> str:
+        """``crc32c:xxxxxxxx`` of a whole object, read as a stream (another uploader's ``.log``: module doc)."""
+
+        def read() -> str:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            value = 0
+            for chunk in iter(lambda: body.read(8 << 20), b""):
+                value = crc32c.crc32c(chunk, value)
+            return f"crc32c:{value:08x}"
+
+        return self.retry.call(read, what=f"checksum of s3://{self.bucket}/{key}")
 
     def _head_or_none(self, key: str) -> tuple[int, dict[str, str], float, str] | None:
         """(size, tk-* metadata, age in seconds by the store's clock, ETag) of an object, None when there is none."""
@@ -350,12 +406,13 @@ class RemoteStore:
 
         self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, pause=hooks.pause)
 
-    def put_bytes(self, key: str, body: bytes, hooks: UploadHooks | None = None) -> None:
-        """Upload a small object held in memory (a batch index), with retries."""
+    def put_bytes(self, key: str, body: bytes, hooks: UploadHooks | None = None, metadata: dict[str, str] | None = None) -> None:
+        """Upload a small object held in memory (a batch index), with retries, and user ``metadata`` when given."""
         hooks = hooks or UploadHooks()
+        extra: dict[str, Any] = {"Metadata": metadata} if metadata else {}
 
         def attempt() -> None:
-            self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
             hooks.on_bytes(len(body))
 
         self.retry.call(attempt, what=f"upload of s3://{self.bucket}/{key}", on_retry=hooks.on_retry, pause=hooks.pause)

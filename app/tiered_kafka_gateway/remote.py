@@ -18,9 +18,12 @@ removed.
 Plans are computed by ``tiered_kafka.read_plan``. A segment whose registry entry lists a
 ``batchindex`` file (``tiered_kafka.format.batch_index``, uploaded by the agent or backfilled) is
 planned from it in memory once it is cached (bounded by bytes: ``cache.batch_index_bytes``), with
-no ``.index`` or header read; offsets-for-timestamp use it too (``batches_reaching``). Until then
-— the first plan of a segment — an entry carrying a sparse plan index
-(``tiered_kafka.format.sparse_index``) is planned from that at once, with no S3 request
+no ``.index`` or header read; offsets-for-timestamp use it too (``batches_reaching``). The first
+plan of a segment fetches it (one GET: the registry's layout 2 keeps no sparse index, issue 34,
+``tiered_kafka.registry``), and its sparse digest (``tiered_kafka.format.sparse_index``, 8 KiB per
+GiB) is kept in ``cache.sparse_index_bytes`` when the batch index is evicted. A segment whose
+batch index is not cached but whose sparse index is — derived before, or carried by an entry
+written before layout 2 — is planned from that at once, with no S3 request
 (``read_plan.plan_from_sparse_index``: the first range may start up to one interval before the
 offset's batch, and still holds it). Unless that plan is the exact one — asked at a kept start
 (a sequential reader: its ranges end on kept starts), no range larger than the ``range_bytes``
@@ -346,11 +349,13 @@ class ClusterReader(SegmentIndexes, CountsS3):
         """Ranges from the sparse index when the batch index is not in memory yet (module doc), and
         the batch index key to fetch in the background (None: the plan is exact); None when the
         exact path must plan."""
-        if FileKind.BATCHINDEX.value not in segment.files or segment.sparse_index is None:
+        if FileKind.BATCHINDEX.value not in segment.files:
             return None
         key = segment.object_key[: -len(FileKind.LOG.value)] + FileKind.BATCHINDEX.value
         if self.batch_indexes.peek(key, count=False) is not None:
             return None
+        if segment.sparse_index is None and self.sparse_indexes.peek(segment.object_key, count=False) is None:
+            return None  # never planned here before (registry layout 2 keeps no sparse index): the batch index, one GET
         sparse = self.sparse_index(segment)
         if sparse is None or not sparse_plan_fits(sparse, start, max_bytes):
             return None

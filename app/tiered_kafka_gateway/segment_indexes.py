@@ -66,6 +66,9 @@ class SegmentIndexes:
                     f"{key} describes offsets {index.base_offset}..{index.last_offset} in {index.segment_size} bytes; the registry says "
                     f"{segment.base_offset}..{segment.last_offset} in {segment.size}",
                 )
+            # its sparse digest outlives it in the cache: a later first plan, after the (large) batch
+            # index was evicted, needs no GET (``remote`` module doc; the registry no longer holds it)
+            self.sparse_indexes.put(segment.object_key, SparseIndex.from_batch_index(index))
             return index
 
         return self.batch_indexes.get_or_load(key, load)
@@ -93,10 +96,12 @@ class SegmentIndexes:
             position += header.size
 
     def sparse_index(self, segment: RemoteSegment) -> SparseIndex | None:
-        """The segment's sparse plan index, parsed once (cached); None when the entry has none, or
-        one that is corrupt or contradicts the entry (logged: plans then take the exact path)."""
-        if segment.sparse_index is None:
-            return None
+        """The segment's sparse plan index, parsed once (cached); for an entry without one (every
+        entry of registry layout 2), the one derived from its batch index when that was fetched
+        before (cached); None when neither, or one that is corrupt or contradicts the entry (logged:
+        plans then take the exact path)."""
+        if segment.sparse_index is None:  # the registry holds none (layout 2): derived from a batch index fetched before, if cached
+            return self.sparse_indexes.peek(segment.object_key)
 
         def load() -> SparseIndex | None:
             name = f"the sparse index of {segment.object_key}"

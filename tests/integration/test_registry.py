@@ -511,28 +511,31 @@ def test_transaction_fields_are_stored_and_read_back(client: redis.Redis, regist
     assert old is not None and (old.aborted_txns, old.control_records) == (-1, -1)
 
 
-def test_sparse_index_is_stored_read_back_and_backfilled(client: redis.Redis, registry: Registry) -> None:
+def test_sparse_index_is_not_stored_but_an_old_entry_s_is_read(client: redis.Redis, registry: Registry) -> None:
+    """Layout 2 (issue 34): the sparse index stays out of Redis (the gateway derives it from the
+    batch index); an entry written before, with its base64 field, is still read."""
     blob = bytes(range(256)) * 40  # binary, ~10 KB: as large as a 1 GiB segment's
     registry.register(entry(100, 199, sparse_index=blob))
     found = registry.find("orders", 3, 150)
-    assert found is not None and found.sparse_index == blob and registry.segments("orders", 3)[0].sparse_index == blob
-    old = entry(200, 299)  # registered without one (as before the field), then backfilled
+    assert found is not None and found.sparse_index is None
+    assert client.hexists(registry.keys("orders", 3).segment(100), "sparse_index") == 0
+    old = entry(200, 299)
     registry.register(old)
-    assert registry.find("orders", 3, 250).sparse_index is None
     assert registry.add_files(old, ["batchindex"], sparse_index=b"\x01\x02")
     backfilled = registry.find("orders", 3, 250)
-    assert backfilled.sparse_index == b"\x01\x02" and "batchindex" in backfilled.files
-    assert registry.add_files(backfilled, [])  # no sparse index given: the stored one stays
+    assert backfilled is not None and backfilled.sparse_index is None and "batchindex" in backfilled.files
+    client.hset(registry.keys("orders", 3).segment(200), "sparse_index", "AQI=")  # as the layout before wrote it
     assert registry.find("orders", 3, 250).sparse_index == b"\x01\x02"
+    assert registry.segments("orders", 3)[1].sparse_index == b"\x01\x02"
     assert not registry.add_files(entry(300, 399), [], sparse_index=b"\x01")  # not registered: nothing written
     assert registry.find("orders", 3, 350) is None
 
 
-
 def test_a_sparse_index_that_is_not_base64_reads_as_none_with_one_warning(client: redis.Redis, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
     """Optional and derived (the gateway then plans from the batch index): never a failed lookup."""
-    registry.register(entry(100, 199, sparse_index=b"\x01\x02"))
-    registry.register(entry(200, 299, sparse_index=b"\x03"))
+    registry.register(entry(100, 199))
+    registry.register(entry(200, 299))
+    client.hset(registry.keys("orders", 3).segment(200), "sparse_index", "Aw==")  # entries written by the layout before
     client.hset(registry.keys("orders", 3).segment(100), "sparse_index", "%%%")
     caplog.set_level(logging.WARNING, logger="tiered_kafka.registry")
     for _ in range(3):
@@ -563,13 +566,13 @@ def test_every_key_of_a_partition_is_in_one_slot(client: redis.Redis, registry: 
     for k in keys:
         by_tag[hash_tag(k)].append(k)
     assert set(by_tag) == {cluster_name, f"{cluster_name}/orders-0", f"{cluster_name}/orders-1", f"{cluster_name}/clicks-7"}
-    assert by_tag[cluster_name] == [f"tk:{{{cluster_name}}}:partitions"]
+    assert by_tag[cluster_name] == [f"tk:{{{cluster_name}}}:partition-index", f"tk:{{{cluster_name}}}:partitions"]
     for tag, tagged in by_tag.items():
         assert len({key_slot(k.encode()) for k in tagged}) == 1, tag
         if tag != cluster_name:
             assert all(k.startswith(f"tk:{{{tag}}}:") for k in tagged)
     assert sorted(k.rsplit(":", 1)[-1] for k in by_tag[f"{cluster_name}/orders-0"]) == sorted(
-        ["segments", "info", "gaps", "gap-details", "coverage", *(f"{b:020d}" for b in (0, 100, 300))]
+        ["segments", "info", "gaps", "gap-details", "coverage", "times", *(f"{b:020d}" for b in (0, 100, 300))]
     )
 
 

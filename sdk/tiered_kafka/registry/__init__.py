@@ -127,7 +127,7 @@ everything from ``tiered_kafka.registry``.
 """
 from tiered_kafka.registry._client import Registry, RedisClient
 from tiered_kafka.registry._connect import LazyRedisCluster, check_url, connect, describe_url, is_cluster_url
-from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry
+from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, PartitionSummary, SegmentEntry
 from tiered_kafka.registry._errors import (
     MalformedRegistryDataError,
     RegistryConflictError,
@@ -136,8 +136,10 @@ from tiered_kafka.registry._errors import (
     RegistryValueError,
     SegmentOverlapError,
 )
+from tiered_kafka.registry._migrate import MigrationReport
 from tiered_kafka.registry._layout import (
     DEFAULT_NAMESPACE,
+    LAYOUT_VERSION,
     MAX_OFFSET,
     NO_OPEN_TXN,
     OPEN_TXN_UNKNOWN,
@@ -149,13 +151,24 @@ from tiered_kafka.registry._layout import (
     gap_member,
     hash_tag,
     parse_gap_member,
+    parse_partition_index_member,
     parse_segment_member,
+    partition_index_key,
+    partition_index_member,
     partition_keys,
     segment_member,
+    time_member,
 )
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "LAYOUT_VERSION",
+    "MigrationReport",
+    "PartitionSummary",
+    "parse_partition_index_member",
+    "partition_index_key",
+    "partition_index_member",
+    "time_member",
     "MAX_OFFSET",
     "NO_OPEN_TXN",
     "OPEN_TXN_UNKNOWN",

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Final, Union
 from tiered_kafka.errors import InvalidSegmentNameError, TieredKafkaError
 from tiered_kafka.format.segment_names import parse_partition_dir_name, partition_dir_name
 from tiered_kafka.registry import _scripts
-from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry, _gap_details, _parse_gap
+from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, PartitionSummary, SegmentEntry, _gap_details, _parse_gap
+from tiered_kafka.registry._migrate import MigrationReport, migrate
 from tiered_kafka.registry._replicated import REPLICA_WAIT_MS, run_acknowledged
 from tiered_kafka.registry._errors import (
     MalformedRegistryDataError,
@@ -24,6 +25,7 @@ from tiered_kafka.registry._errors import (
 )
 from tiered_kafka.registry._layout import (
     DEFAULT_NAMESPACE,
+    LAYOUT_VERSION,
     PartitionKeys,
     _check_names,
     _check_offset,
@@ -31,8 +33,12 @@ from tiered_kafka.registry._layout import (
     _decode_mapping,
     _int_field,
     _text,
+    STORED_SEGMENT_FIELDS,
     cluster_partitions_key,
     gap_member,
+    parse_partition_index_member,
+    partition_index_key,
+    partition_index_member,
     parse_gap_member,
     parse_segment_member,
     partition_keys,
@@ -116,6 +122,8 @@ class Registry:
         self._coverage_start = client.register_script(_scripts._COVERAGE_START_LUA)
         self._raise = client.register_script(_scripts._RAISE_LUA)
         self._set_files = client.register_script(_scripts._SET_FILES_LUA)
+        self._index = client.register_script(_scripts._INDEX_LUA)
+        self._rewrite = client.register_script(_scripts._REWRITE_LUA)
 
     def __repr__(self) -> str:
         return f"Registry(cluster={self.cluster!r}, namespace={self.namespace!r})"
@@ -133,16 +141,89 @@ class Registry:
     def partitions_key(self) -> str:
         return cluster_partitions_key(self.cluster, self.namespace)
 
+    @property
+    def partition_index_key(self) -> str:
+        return partition_index_key(self.cluster, self.namespace)
+
     # -- writes ------------------------------------------------------------------------------------
     def register(self, entry: SegmentEntry) -> bool:
         """Register ``entry``: True if added, False if this very segment was registered already.
 
         Raises :class:`RegistryConflictError` (same base offset, other last offset, checksum or
         size) or :class:`SegmentOverlapError` (range overlaps another segment). Afterwards, also
-        after a no-op, the partition is added to the cluster's partition set.
+        after a no-op, the partition is added to the cluster's partition set. The entry's
+        ``sparse_index`` is not stored (layout 2, module doc).
         """
+        keys, args = self._register_call(entry)
+        with _translated(f"register {entry.topic}-{entry.partition} segment {entry.base_offset}"):
+            # on a Redis Cluster, acknowledged by a replica before it counts (``_replicated``)
+            reply = self._write(self._register, keys, args)
+        added = self._registered(entry, reply)
+        self.ensure_listed(entry.topic, entry.partition)
+        return added
+
+    def register_many(self, entries: Iterable[SegmentEntry], *, batch: int = 1000, progress: Callable[[int], None] | None = None) -> list[bool]:
+        """Register ``entries`` in order, ``batch`` registration scripts to a pipelined round trip
+        (and one listing of each partition a batch touched): :meth:`register`'s result for each.
+
+        The first conflict or overlap is raised once its batch has run (the entries before it, and
+        the others of that batch, are registered; registering them again is a no-op). ``progress``
+        is called with the number of entries done after each batch. Not acknowledged by a replica
+        entry by entry (``_replicated``): bulk writers (rebuild, adoption) can run again."""
+        if batch < 1:
+            raise RegistryValueError(f"batch must be >= 1, got {batch!r}")
+        out: list[bool] = []
+        pending: list[SegmentEntry] = []
+
+        def flush() -> None:
+            calls = [self._register_call(e) for e in pending]
+            with _translated(f"register {len(pending)} segments"):
+                replies = self._pipelined(self._register, calls)
+                pipe = self.client.pipeline(transaction=False)
+                for topic, partition in dict.fromkeys((e.topic, e.partition) for e in pending):
+                    self._list_in(pipe, topic, partition)
+                pipe.execute()
+            error: Exception | None = None
+            for e, reply in zip(pending, replies, strict=True):
+                try:
+                    out.append(self._registered(e, reply))
+                except (RegistryConflictError, SegmentOverlapError) as err:
+                    out.append(False)
+                    error = error or err
+            pending.clear()
+            if progress is not None:
+                progress(len(out))
+            if error is not None:
+                raise error
+
+        for entry in entries:
+            pending.append(entry)
+            if len(pending) >= batch:
+                flush()
+        if pending:
+            flush()
+        return out
+
+    def _pipelined(self, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
+        """``script`` once per (keys, args) in one pipelined round trip (EVALSHA; loaded first when a
+        node lacks it). Redis errors in replies are raised."""
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            try:
+                return list(pipe.execute())
+            except Exception as err:
+                rx = _redis_exceptions()
+                if rx is None or not isinstance(err, rx.NoScriptError):
+                    raise
+                self.client.script_load(script.script)
+        raise RegistryError("the registry's script could not be loaded")
+
+    def _register_call(self, entry: SegmentEntry) -> tuple[list[str], list[str]]:
         keys = self.keys(entry.topic, entry.partition)
-        flat = [part for item in entry.to_fields().items() for part in item]
+        fields = entry.to_fields()
+        flat = [part for name in STORED_SEGMENT_FIELDS for part in (name, fields[name])]
         args = [
             entry.member,
             str(entry.first),
@@ -152,12 +233,15 @@ class Registry:
             str(self._clock()),
             str(entry.last_offset + 1),
             str(entry.base_offset),
+            str(entry.max_timestamp),
+            str(max(entry.records_in_range, 0)),
             *flat,
         ]
-        what = f"register {entry.topic}-{entry.partition} segment {entry.base_offset}"
-        with _translated(what):
-            # on a Redis Cluster, acknowledged by a replica before it counts (``_replicated``)
-            reply = self._write(self._register, [keys.segments, keys.segment(entry.first), keys.info, keys.coverage], args)
+        return [keys.segments, keys.segment(entry.first), keys.info, keys.coverage, keys.times], args
+
+    def _registered(self, entry: SegmentEntry, reply: Any) -> bool:
+        """The register script's ``reply`` as :meth:`register` answers it (raising its errors)."""
+        keys = self.keys(entry.topic, entry.partition)
         status = _text(reply[0])
         if status == "overlap":
             other = parse_segment_member(reply[1], key=keys.segments)
@@ -173,14 +257,20 @@ class Registry:
             raise RegistryConflictError(entry, existing, existing_range)
         if status not in ("registered", "noop"):
             raise MalformedRegistryDataError(f"unexpected reply {reply!r} from the register script", key=keys.segments)
-        self.ensure_listed(entry.topic, entry.partition)
         return status == "registered"
 
     def ensure_listed(self, topic: str, partition: int) -> None:
-        """Add the partition to the cluster's partition set (SADD; idempotent)."""
+        """Add the partition to the cluster's partition set and partition index (SADD, ZADD; idempotent)."""
         name = _check_topic_partition(topic, partition)
         with _translated(f"list {name}"):
-            self.client.sadd(self.partitions_key, name)
+            pipe = self.client.pipeline(transaction=False)
+            self._list_in(pipe, topic, partition)
+            pipe.execute()
+
+    def _list_in(self, pipe: Any, topic: str, partition: int) -> None:
+        """Queue the partition's listing on ``pipe``: the partitions SET and the partition index (one slot)."""
+        pipe.sadd(self.partitions_key, partition_dir_name(topic, partition))
+        pipe.zadd(self.partition_index_key, {partition_index_member(topic, partition): 0})
 
     def record_gap(self, topic: str, partition: int, start: int, end: int, reason: str, *, detected_ms: int | None = None) -> bool:
         """Record offsets [start, end] as missing remotely for good; False if that range was recorded already."""
@@ -202,16 +292,15 @@ class Registry:
 
     def add_files(self, entry: SegmentEntry, kinds: Iterable[str], *, sparse_index: bytes | None = None) -> bool:
         """Add file kinds uploaded after registration (a backfilled batch index) to ``entry``'s
-        ``files``, and set its ``sparse_index`` when given (kept as it is when None).
+        ``files``. ``sparse_index`` is checked and not stored (layout 2 keeps no sparse index in
+        Redis: module doc; the parameter stays for callers).
 
         Only while the registry still holds this very segment (same checksum); returns False when
         it does not (deleted by retention, or replaced). Idempotent."""
         added = dataclasses.replace(entry, files=(*entry.files, *kinds), sparse_index=sparse_index)  # validated, canonical order
         keys = self.keys(entry.topic, entry.partition)
         with _translated(f"set the files of {entry.topic}-{entry.partition} segment {entry.base_offset}"):
-            done = self._write(
-                self._set_files, [keys.segment(entry.first)], [entry.checksum, ",".join(added.files), added.to_fields()["sparse_index"]]
-            )
+            done = self._write(self._set_files, [keys.segment(entry.first)], [entry.checksum, ",".join(added.files), ""])
         return bool(int(done))
 
     def delete_segment(self, topic: str, partition: int, first_offset: int) -> SegmentEntry | None:
@@ -227,7 +316,7 @@ class Registry:
         with _translated(what):
             reply = self._write(
                 self._delete,
-                [keys.segments, keys.segment(first_offset), keys.info, keys.gaps, keys.gap_details, keys.coverage],
+                [keys.segments, keys.segment(first_offset), keys.info, keys.gaps, keys.gap_details, keys.coverage, keys.times],
                 [str(first_offset), str(self._clock())],
             )
         if not reply:
@@ -273,12 +362,17 @@ class Registry:
                 members = [_text(m) for m in self.client.zrange(keys.segments, 0, -1)]
                 seg_keys = [keys.segment(parse_segment_member(m, key=keys.segments)[0]) for m in members]
                 count = int(
-                    self._write(self._clear, [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, *seg_keys], members)
+                    self._write(self._clear, [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, keys.times, *seg_keys], members)
                 )
                 if count >= 0:
                     self.client.srem(self.partitions_key, name)
+                    self.client.zrem(self.partition_index_key, partition_index_member(topic, partition))
                     return count
         raise RegistryUnavailableError(f"clear {name}: the partition kept changing under concurrent writes")
+
+    def migrate(self, *, batch: int = 1000, progress: Callable[[int, int], None] | None = None) -> MigrationReport:
+        """Migrate the registry in place to layout 2 (``_migrate``; resumable: run it again)."""
+        return migrate(self, batch=batch, progress=progress)
 
     # -- reads -------------------------------------------------------------------------------------
     def find(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
@@ -341,6 +435,126 @@ class Registry:
         with _translated(f"info of {topic}-{partition}"):
             fields = self.client.hgetall(keys.info)
         return PartitionInfo.from_fields(fields, key=keys.info) if fields else None
+
+    def summaries(self, partitions: Sequence[tuple[str, int]]) -> list[PartitionSummary | None]:
+        """Each partition's :class:`PartitionSummary` (None: nothing ever registered), in two pipelined
+        round trips for all of them: what a listing or coverage page shows, never a segment list.
+        A partition not migrated to layout 2 has ``records`` None (module doc, "Layout 2")."""
+        if not partitions:
+            return []
+        all_keys = [self.keys(t, p) for t, p in partitions]
+        with _translated(f"summaries of {len(partitions)} partitions"):
+            pipe = self.client.pipeline(transaction=False)
+            for keys in all_keys:
+                pipe.hgetall(keys.info)
+                pipe.zrange(keys.segments, 0, 0)
+                pipe.zrange(keys.times, -1, -1, withscores=True)
+                pipe.zcard(keys.gaps)
+            replies = pipe.execute()
+            firsts: list[tuple[PartitionKeys, int] | None] = []
+            pipe = self.client.pipeline(transaction=False)
+            for i, keys in enumerate(all_keys):
+                first = replies[4 * i + 1]
+                if first:
+                    base = parse_segment_member(first[0], key=keys.segments)[0]
+                    firsts.append((keys, base))
+                    pipe.hmget(keys.segment(base), ["min_timestamp"])
+                else:
+                    firsts.append(None)
+            stamps = iter(pipe.execute())
+        out: list[PartitionSummary | None] = []
+        for i, keys in enumerate(all_keys):
+            fields = replies[4 * i]
+            if not fields:
+                out.append(None)
+                if firsts[i] is not None:
+                    next(stamps)
+                continue
+            info = PartitionInfo.from_fields(fields, key=keys.info)
+            extra = _decode_mapping(fields, keys.info)
+            indexed = extra.get("layout") == LAYOUT_VERSION
+            oldest = newest = None
+            if firsts[i] is not None:
+                low = next(stamps)[0]
+                oldest = int(_text(low)) if low is not None and int(_text(low)) >= 0 else None
+            times = replies[4 * i + 2]
+            if indexed and times:
+                newest = int(float(times[0][1])) if float(times[0][1]) >= 0 else None
+            records = _int_field(extra, "records", keys.info) if indexed and "records" in extra else None
+            out.append(PartitionSummary(info, records, oldest, newest, int(replies[4 * i + 3]), indexed))
+        return out
+
+    def summary(self, topic: str, partition: int) -> PartitionSummary | None:
+        """:meth:`summaries` of one partition."""
+        return self.summaries([(topic, partition)])[0]
+
+    def segment_at_time(self, topic: str, partition: int, timestamp: int) -> SegmentEntry | None:
+        """The first segment (by offset) whose ``max_timestamp`` is >= ``timestamp`` (Kafka's
+        ListOffsets picks that segment); None when none is. Logarithmic on a layout 2 partition
+        (the time index); a partition not migrated yet is read whole."""
+        keys = self.keys(topic, partition)
+        with _translated(f"segment at time {timestamp} of {topic}-{partition}"):
+            for _ in range(_READ_ATTEMPTS):
+                if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                    return next((e for e in self.segments(topic, partition) if e.max_timestamp >= timestamp), None)
+                found = self.client.zrangebyscore(keys.times, timestamp, "+inf", start=0, num=1)
+                if not found:
+                    return None
+                member = _text(found[0])[:41]
+                entries = self._load(topic, partition, keys, [member])
+                if entries:
+                    return entries[0]
+        raise MalformedRegistryDataError("the time index names a segment that is not registered", key=keys.times)
+
+    def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
+        """``count`` segments from the ``start``-th (by first offset, from 0): a page of a long
+        partition without reading the rest (ZRANGE by rank)."""
+        if start < 0 or count < 0:
+            raise RegistryValueError(f"start and count must be >= 0, got {start!r}, {count!r}")
+        if count == 0:
+            return []
+        keys = self.keys(topic, partition)
+        with _translated(f"segments {start}.. of {topic}-{partition}"):
+            for _ in range(_READ_ATTEMPTS):
+                entries = self._load(topic, partition, keys, self.client.zrange(keys.segments, start, start + count - 1))
+                if entries is not None:
+                    return entries
+        raise MalformedRegistryDataError("segments listed without their hashes", key=keys.segments)
+
+    def partition_count(self, topic: str | None = None) -> int:
+        """How many partitions the partition index lists (of ``topic``, when given); a registry not
+        migrated yet (no index) counts its partitions SET."""
+        with _translated(f"partition count of {self.cluster}"):
+            if topic is None:
+                count = int(self.client.zcard(self.partition_index_key))
+            else:
+                low, high = _topic_bounds(topic)
+                count = int(self.client.zlexcount(self.partition_index_key, low, high))
+            if count or self.client.exists(self.partition_index_key):
+                return count
+        return sum(1 for t, _ in self.partitions() if topic is None or t == topic)
+
+    def partitions_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000,
+                        topic: str | None = None) -> list[tuple[str, int]]:
+        """Up to ``limit`` partitions in (topic, partition) order from the partition index: those
+        after ``after`` (a cursor: the last one of the previous page) or from rank ``start``,
+        optionally of one ``topic``. Costs the page, not the cluster (module doc, "Listings"). A
+        registry not migrated yet (no index) is read whole from its partitions SET."""
+        if limit < 1:
+            raise RegistryValueError(f"limit must be >= 1, got {limit!r}")
+        low, high = ("-", "+") if topic is None else _topic_bounds(topic)
+        if after is not None:
+            cursor = "(" + partition_index_member(*after)
+            low = cursor if low == "-" or cursor > low else low
+        with _translated(f"partitions of {self.cluster}"):
+            if not self.client.exists(self.partition_index_key):
+                everything = [tp for tp in self.partitions() if topic is None or tp[0] == topic]
+                everything.sort(key=lambda tp: partition_index_member(*tp))
+                if after is not None:
+                    everything = [tp for tp in everything if partition_index_member(*tp) > partition_index_member(*after)]
+                return everything[start or 0 :][:limit]
+            members = self.client.zrangebylex(self.partition_index_key, low, high, start=start or 0, num=limit)
+        return [parse_partition_index_member(m, key=self.partition_index_key) for m in members]
 
     def gaps(self, topic: str, partition: int) -> list[Gap]:
         """The partition's recorded gaps, by start offset."""
@@ -470,6 +684,12 @@ class Registry:
             for base, h in zip(bases, hashes, strict=True)
             if h
         ]
+
+
+def _topic_bounds(topic: str) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of one topic's partition index members (``"{topic} {partition:010d}"``)."""
+    _check_topic_partition(topic, 0)
+    return f"[{topic} ", f"({topic}!"
 
 
 def _glob_escape(text: str) -> str:

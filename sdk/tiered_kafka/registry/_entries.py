@@ -310,6 +310,23 @@ class PartitionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionSummary:
+    """What listings and coverage pages show of a partition, read in constant time (``Registry.summaries``).
+
+    ``records``: records in the registered ranges (unknown counts 0), None on a partition not
+    migrated to layout 2; ``oldest_timestamp``: the oldest segment's ``min_timestamp``;
+    ``newest_timestamp``: the largest ``max_timestamp`` (None: unknown); ``gap_count``: recorded
+    gaps; ``indexed``: the partition has layout 2's time index and summary."""
+
+    info: PartitionInfo
+    records: int | None
+    oldest_timestamp: int | None
+    newest_timestamp: int | None
+    gap_count: int
+    indexed: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Gap:
     """Offsets [start_offset, end_offset] known to be missing remotely, and why."""
 

@@ -46,16 +46,73 @@ local function refresh(zkey, ikey, now)
 end
 """
 
-# KEYS: segments zset, segment hash (by first offset), info hash, coverage hash.
-# ARGV: member, first, last, size, checksum, now_ms, last + 1, base, field1, value1, ...  (all strings)
+# insert_time(zkey, tkey, member, own): add the segment (already in the segments zset) to the time
+# index: score = the running max of max_timestamp up to it in offset order; later entries whose
+# score is below that are raised to it (module doc of the package, "Time index")
+_LUA_TIME_INSERT = """
+local function insert_time(zkey, tkey, member, own)
+  local rank = redis.call('ZRANK', zkey, member)
+  local run = tonumber(own)
+  if rank > 0 then
+    local p = redis.call('ZRANGE', tkey, rank - 1, rank - 1, 'WITHSCORES')
+    if p[2] and tonumber(p[2]) > run then run = tonumber(p[2]) end
+  end
+  -- collect first, then raise: a raised entry would sort after those not raised yet
+  local raised, i = {}, rank
+  while true do
+    local n = redis.call('ZRANGE', tkey, i, i, 'WITHSCORES')
+    if (not n[1]) or tonumber(n[2]) >= run then break end
+    raised[#raised + 1] = n[1]
+    i = i + 1
+  end
+  local score = string.format('%.0f', run)
+  for _, m in ipairs(raised) do redis.call('ZADD', tkey, score, m) end
+  redis.call('ZADD', tkey, score, member .. ':' .. own)
+end
+"""
+
+# remove_time(tkey, ikey, rank, member): drop the segment at ``rank`` (its rank in the segments zset
+# before it was removed) from the time index and lower the running max of the entries after it
+# (stops at the first one that keeps its score). An index that disagrees loses the layout mark.
+_LUA_TIME_REMOVE = """
+local function remove_time(tkey, ikey, rank, member)
+  local cur = redis.call('ZRANGE', tkey, rank, rank)[1]
+  if (not cur) or string.sub(cur, 1, 41) ~= member then
+    redis.call('HDEL', ikey, 'layout')
+    return
+  end
+  redis.call('ZREM', tkey, cur)
+  local run = nil
+  if rank > 0 then
+    local p = redis.call('ZRANGE', tkey, rank - 1, rank - 1, 'WITHSCORES')
+    if p[2] then run = tonumber(p[2]) end
+  end
+  local i = rank
+  while true do
+    local n = redis.call('ZRANGE', tkey, i, i, 'WITHSCORES')
+    if not n[1] then break end
+    local new = tonumber(string.sub(n[1], 43))
+    if run and run > new then new = run end
+    if new == tonumber(n[2]) then break end
+    redis.call('ZADD', tkey, string.format('%.0f', new), n[1])
+    run = new
+    i = i + 1
+  end
+end
+"""
+
+# KEYS: segments zset, segment hash (by first offset), info hash, coverage hash, time index zset.
+# ARGV: member, first, last, size, checksum, now_ms, last + 1, base, max_timestamp, records in range (>= 0),
+#       field1, value1, ...  (all strings)
 # Same first offset: a no-op when last, checksum, size and base offset are the same, else a conflict.
 # Returns {'registered'} | {'noop'} | {'conflict', member, hash field/values...} | {'overlap', member}
 _REGISTER_LUA = (
     _LUA_NUM
     + _LUA_RAISE
     + _LUA_REFRESH
+    + _LUA_TIME_INSERT
     + """
-local zkey, hkey, ikey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local zkey, hkey, ikey, ckey, tkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local member, base, last, size, checksum, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local pbase, plast = string.sub(member, 1, 20), string.sub(member, 22, 41)
 local prev = redis.call('ZREVRANGEBYSCORE', zkey, base, '-inf', 'LIMIT', 0, 1)[1]
@@ -74,9 +131,19 @@ if prev then
 end
 local nxt = redis.call('ZRANGEBYSCORE', zkey, '(' .. base, '+inf', 'LIMIT', 0, 1)[1]
 if nxt and string.sub(nxt, 1, 20) <= plast then return {'overlap', nxt} end
+local fresh = redis.call('ZCARD', zkey) == 0
+local indexed = fresh or redis.call('HGET', ikey, 'layout') == '2'
 redis.call('ZADD', zkey, base, member)
 redis.call('DEL', hkey)
-redis.call('HSET', hkey, unpack(ARGV, 9))
+redis.call('HSET', hkey, unpack(ARGV, 11))
+if indexed then
+  if fresh then
+    redis.call('DEL', tkey)
+    redis.call('HSET', ikey, 'layout', '2', 'records', '0')
+  end
+  insert_time(zkey, tkey, member, ARGV[9])
+  redis.call('HINCRBY', ikey, 'records', ARGV[10])
+end
 refresh(zkey, ikey, now)
 redis.call('HINCRBY', ikey, 'total_bytes', size)
 raise(ckey, 'next_offset', ARGV[7])
@@ -84,20 +151,29 @@ return {'registered'}
 """
 )
 
-# KEYS: segments zset, segment hash, info hash, gaps zset, gap-details hash, coverage hash.
+# KEYS: segments zset, segment hash, info hash, gaps zset, gap-details hash, coverage hash, time index zset.
 # ARGV: first offset (the member's score), now_ms.  Returns false (nothing there) or {member, hash field/values...}.
 _DELETE_LUA = (
     _LUA_NUM
     + _LUA_RAISE
     + _LUA_REFRESH
+    + _LUA_TIME_REMOVE
     + """
-local zkey, hkey, ikey, gkey, dkey, ckey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local zkey, hkey, ikey, gkey, dkey, ckey, tkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local member = redis.call('ZRANGEBYSCORE', zkey, ARGV[1], ARGV[1], 'LIMIT', 0, 1)[1]
 if not member then return false end
-local oldest = redis.call('ZRANGE', zkey, 0, 0)[1] == member
+local rank = redis.call('ZRANK', zkey, member)
+local oldest = rank == 0
 local fields = redis.call('HGETALL', hkey)
 local size = redis.call('HGET', hkey, 'size')
+local counts = redis.call('HMGET', hkey, 'record_count', 'range_records', 'base_offset', 'first_offset')
 redis.call('ZREM', zkey, member)
+if redis.call('HGET', ikey, 'layout') == '2' then
+  remove_time(tkey, ikey, rank, member)
+  local n = counts[1]
+  if counts[4] and counts[4] ~= counts[3] then n = counts[2] end
+  if n and tonumber(n) and tonumber(n) > 0 then redis.call('HINCRBY', ikey, 'records', '-' .. n) end
+end
 redis.call('DEL', hkey)
 refresh(zkey, ikey, ARGV[2])
 local first = redis.call('ZRANGE', zkey, 0, 0)[1]
@@ -177,5 +253,36 @@ local cur = redis.call('HGET', KEYS[1], 'checksum')
 if cur ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'files', ARGV[2])
 if ARGV[3] and ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'sparse_index', ARGV[3]) end
+return 1
+"""
+
+
+# KEYS: segments zset, info hash, time index zset.  ARGV: records, n, the n segment members as read,
+# then (score, time member) pairs.  The migration's last step for a partition (``_migrate``): writes
+# the time index and the summary and sets ``layout`` 2, only if the segments zset still holds exactly
+# those members (else -1: read again).  Returns n.
+_INDEX_LUA = """
+local n = tonumber(ARGV[2])
+local current = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #current ~= n then return -1 end
+for i = 1, n do
+  if current[i] ~= ARGV[2 + i] then return -1 end
+end
+if n == 0 and redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('DEL', KEYS[3])
+for i = 3 + n, #ARGV, 2 do redis.call('ZADD', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[2], 'records', ARGV[1], 'layout', '2')
+return n
+"""
+
+# KEYS: segment hash.  ARGV: checksum, files, then field/value pairs.  Rewrites the hash with these
+# fields (the migration drops ``sparse_index`` and lets Redis store the hash compactly again: a hash
+# that once held a long value stays a hash table until rewritten) only while it holds this very
+# segment with these files (a concurrent ``add_files`` or re-registration wins).  Returns 1 or 0.
+_REWRITE_LUA = """
+local cur = redis.call('HMGET', KEYS[1], 'checksum', 'files')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 return 1
 """

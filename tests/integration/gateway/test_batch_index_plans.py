@@ -1,8 +1,8 @@
-"""Plans from memory: the agent uploads a batch index per segment and registers a sparse plan index,
-the gateway plans a segment's first read from the sparse index with no S3 GET at all, then from the
-batch index with no .index, .timeindex or header GET; a segment uploaded without one still plans
-(from headers), and ``tiered-kafka-agent backfill-batch-index`` gives it both (real Redis,
-SeaweedFS, broker, agent)."""
+"""Plans from memory: the agent uploads a batch index per segment, the gateway plans a segment's
+first read from it (one GET: the registry keeps no sparse index since layout 2, issue 34), then
+with no .index, .timeindex or header GET; once the batch index is evicted, from its sparse digest
+kept in the cache with no GET; a segment uploaded without one still plans (from headers), and
+``tiered-kafka-agent backfill-batch-index`` gives it one (real Redis, SeaweedFS, broker, agent)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from tests.support.gateway_env import gateway_settings, unique_topic, uploaded_p
 from tiered_kafka.format.batch_index import BatchIndex, build
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.segment_names import FileKind
-from tiered_kafka.format.sparse_index import SparseIndex
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.read_plan import plan_ranges
 from tiered_kafka_agent.__main__ import main as agent_main
@@ -66,19 +65,25 @@ def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_head
         stem = entry.object_key[: -len("log")]
         stored = BatchIndex.from_bytes(_object(s3_server, settings, stem + "batchindex"))
         assert stored.to_bytes() == build(_object(s3_server, settings, entry.object_key), entry.base_offset).to_bytes()
-        assert entry.sparse_index == SparseIndex.from_batch_index(stored).to_bytes()  # registered with the segment
+        assert entry.sparse_index is None  # layout 2: not in Redis (tiered_kafka.registry)
     reader = _reader(settings, s3_server)
     scheduled: list = []
     reader._loads = type("Recorder", (), {"submit": lambda self, key, load: scheduled.append(load)})()  # held, run below
-    for entry in entries:  # cold: the first plan of each segment comes from the sparse index, no S3 request
+    for entry in entries:  # cold: the first plan of each segment GETs its batch index, one request, exact
+        plan = reader.plan(topic, 0, entry.base_offset + 1, max(1_000_000, entry.size))
+        assert plan.ranges[0].first_offset <= entry.base_offset + 1 <= plan.ranges[0].last_offset
+    assert Counter(reader.s3_gets_by_kind) == Counter({"batchindex": len(entries)}) and not scheduled
+    for entry in entries:  # the batch indexes evicted: planned from their sparse digests, no S3 request
+        reader.batch_indexes._drop(entry.object_key[: -len("log")] + "batchindex")
+        assert reader.sparse_indexes.peek(entry.object_key) is not None
         plan = reader.plan(topic, 0, entry.base_offset + 1, max(1_000_000, entry.size))
         assert plan.ranges[0].first_offset <= entry.base_offset + 1 <= plan.ranges[0].last_offset
         assert (plan.ranges[0].start, plan.ranges[-1].end) == (0, entry.size)
-    assert reader.s3_gets == 0 and len(scheduled) == len(entries)
-    for load in scheduled:  # the batch indexes fetched "in the background": one GET each
+    assert reader.s3_gets == len(entries) and len(scheduled) == len(entries)
+    for load in scheduled:  # the batch indexes fetched again "in the background": one GET each
         load()
     before = Counter(reader.s3_gets_by_kind)
-    assert before == Counter({"batchindex": len(entries)})
+    assert before == Counter({"batchindex": 2 * len(entries)})
     for entry in entries:  # warm: from the batch index, no GET
         reader.plan(topic, 0, entry.base_offset + 1, 1_000_000)
         reader.plan(topic, 0, entry.last_offset, 1)
@@ -90,7 +95,7 @@ def test_agent_uploads_batch_indexes_and_the_gateway_plans_without_index_or_head
     log = _object(s3_server, settings, target.object_key)
     expected = next(b for b in iter_batches(log) if b.max_timestamp >= target.max_timestamp)
     assert (first.start, first.first_offset, first.last_offset) == (expected.position, expected.base_offset, expected.last_offset)
-    assert reader.s3_gets_by_kind - before == Counter({"batchindex": len(entries)})
+    assert reader.s3_gets_by_kind - before == Counter({"batchindex": 2 * len(entries)})
     _plan_everything(reader, topic, entries)
     assert {"index", "timeindex"}.isdisjoint(reader.s3_gets_by_kind)
 
@@ -102,13 +107,9 @@ def test_segments_without_one_plan_from_headers_until_backfilled(uploaded, s3_se
     old = entries[:2]
     client = s3_server.client()
     keyspace = Keyspace(settings.s3.prefix, settings.cluster, settings.s3.entropy_bits)
-    for entry in old:  # as uploaded before batch indexes: no object, not in files, no sparse index
+    for entry in old:  # as uploaded before batch indexes: no object, not in files
         client.delete_object(Bucket=settings.s3.bucket, Key=keyspace.segment_key(topic, 0, entry.base_offset, FileKind.BATCHINDEX))
         registry.client.hset(registry.keys(topic, 0).segment(entry.base_offset), "files", "log,index,timeindex")
-        registry.client.hdel(registry.keys(topic, 0).segment(entry.base_offset), "sparse_index")
-    # as uploaded with a batch index but before the sparse index
-    registry.client.hdel(registry.keys(topic, 0).segment(entries[2].base_offset), "sparse_index")
-    assert registry.segments(topic, 0)[2].sparse_index is None
     old = registry.segments(topic, 0)[:2]
     assert all(FileKind.BATCHINDEX.value not in e.files and e.sparse_index is None for e in old)
 
@@ -126,19 +127,13 @@ def test_segments_without_one_plan_from_headers_until_backfilled(uploaded, s3_se
     config.write_text(settings_properties(settings))
     assert agent_main(["backfill-batch-index", "--config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert f"3 of {len(entries)} segments lack a batch or sparse index" in out
-    assert f"batch indexes: 2 added (1 more sparse indexes), {len(entries) - 3} already present" in out
-    for entry in registry.segments(topic, 0)[:3]:
-        assert FileKind.BATCHINDEX.value in entry.files
+    assert f"2 of {len(entries)} segments lack a batch index" in out
+    assert f"batch indexes: 2 added, {len(entries) - 2} already present" in out
+    for entry in registry.segments(topic, 0)[:2]:
+        assert FileKind.BATCHINDEX.value in entry.files and entry.sparse_index is None
         stored = BatchIndex.from_bytes(_object(s3_server, settings, entry.object_key[: -len("log")] + "batchindex"))
-        assert entry.sparse_index == SparseIndex.from_batch_index(stored).to_bytes()
+        assert stored.to_bytes() == build(_object(s3_server, settings, entry.object_key), entry.base_offset).to_bytes()
     fresh = _reader(settings, s3_server)
     for entry in registry.segments(topic, 0)[:2]:
         fresh.plan(topic, 0, entry.base_offset + 3, max(1_000_000, entry.size))
-    assert fresh.wait_for_background_loads()  # planned from the backfilled sparse indexes, batch indexes fetched after
-    assert fresh.s3_gets_by_kind == Counter({"batchindex": 2})
-
-    with Agent(settings) as agent:  # a second run does nothing
-        again = io.StringIO()
-        report = backfill_batch_indexes(agent.store, registry, again)
-    assert (report.added, report.present, report.failed) == (0, len(entries), 0), again.getvalue()
+    assert fresh.s3_gets_by_kind == Counter({"batchindex": 2})  # planned from the backfilled batch indexes, one GET each

@@ -1,0 +1,228 @@
+"""From Pinterest's uploader to ours on the same bucket (issue 37), one scenario shared by the module's tests.
+
+On the package's ZooKeeper-mode Kafka 3.9 broker (``conftest.seed``), Pinterest's real ts-segment-uploader
+uploads the first part of topic ``handover``'s history with settings of its own (prefix ``pinterest-archive``,
+5 bits of prefix entropy, cluster ``migrating``); DeleteRecords then has the broker's retention delete its
+oldest segments (only Pinterest's objects hold them now), and the uploader is stopped. Then, as the README's
+migration steps say: ``tiered-kafka-agent adopt --dry-run`` (writes nothing), ``adopt`` SIGKILLed after its
+first segment's batch index and before its registration, ``adopt`` again (completes), our agent on the same
+keyspace, SIGKILLed during its first upload (after the ``.log``, before the indexes and registration) while
+producers keep writing, our agent again; retention deletes more from the broker. Every reader then reads the
+partition, Pinterest's segments first and ours after them: each offset once, byte for byte what a plain
+consumer read from the broker before retention.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from confluent_kafka import TopicPartition
+
+from tests.integration.pinterest.conftest import Kept, SeedTopic, produce_seed, read_back
+from tests.support.agent_env import AgentProcess, agent_settings, delete_records, only_topics, registry_for, rotated_bases, settings_properties, wait_for
+from tests.support.kafka_clients import create_topic
+from tests.support.stack_env import gateway_server
+from tiered_kafka.bulk import read_table
+from tiered_kafka.consumer import TieredConsumer
+from tiered_kafka.format.segment_names import FileKind
+from tiered_kafka.keyspace import Keyspace
+from tiered_kafka.registry import Registry
+from tiered_kafka_agent.agent import Agent
+from tiered_kafka_agent.config import AgentSettings
+from tiered_kafka_agent.faults import CRASH_ENV
+from tiered_kafka_agent.rebuild import rebuild_registry
+from tiered_kafka_dev.services import KAFKA_ZK_VERSION
+from tiered_kafka_dev.services._pinterest import PinterestUploader, read_with_ts_consumer
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "handover"
+CLUSTER = "migrating"
+PREFIX = "pinterest-archive"
+ENTROPY_BITS = 5
+
+
+@dataclass
+class Handover:
+    settings: AgentSettings
+    bucket: str
+    keyspace: Keyspace
+    theirs: list[int]  # base offsets of the segments Pinterest's uploader wrote
+    end: int  # offsets [0, end) are in remote storage
+    records: list[Kept]  # offsets [0, end), read by confluent-kafka from the broker before retention deleted any
+    gateway_url: str
+    bootstrap: str
+
+
+def _adopt(config: Path, *extra: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TIERED_KAFKA_AGENT_")}
+    if crash_at:
+        env[CRASH_ENV] = crash_at
+    return subprocess.run([sys.executable, "-m", "tiered_kafka_agent", "adopt", "--config", str(config), *extra], env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _objects(s3: Any, bucket: str) -> dict[str, tuple[str, Any]]:
+    return {o["Key"]: (o["ETag"], o["LastModified"]) for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket) for o in page.get("Contents", ())}
+
+
+def _log_start(bootstrap: str) -> int:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)[0]
+    finally:
+        consumer.close()
+
+
+@pytest.fixture(scope="module")
+def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[Handover]:
+    broker = seed.broker
+    bootstrap = broker.bootstrap_servers
+    root = tmp_path_factory.mktemp("handover")
+    bucket = s3_server.create_bucket(f"handover-{uuid.uuid4().hex[:12]}")
+    s3 = s3_server.client()
+    directory = broker.log_dir / f"{TOPIC}-0"
+    create_topic(bootstrap, TOPIC, 1, version=KAFKA_ZK_VERSION, **{"segment.bytes": "40000", "index.interval.bytes": "2048"})
+    uploader = PinterestUploader(
+        log_dir=broker.log_dir, zookeeper_connect=broker.zookeeper_connect, broker_id=broker.node_id,
+        endpoint_url=s3_server.endpoint_url, access_key=s3_server.access_key, secret_key=s3_server.secret_key,
+        bucket=bucket, cluster=CLUSTER, prefix=PREFIX, entropy_bits=ENTROPY_BITS, topics=TOPIC,
+    )  # fmt: skip
+    keyspace = uploader.keyspace
+    prefix = keyspace.partition_prefix(TOPIC, 0)
+
+    # 1. Pinterest's uploader writes the first part of the history; retention deletes its oldest segments from the broker
+    with uploader:
+        uploader.wait_watching(TOPIC, 0)
+        produce_seed(bootstrap, topic=TOPIC, group=50)
+        theirs = rotated_bases(directory)
+        their_end = max(int(p.name[:20]) for p in directory.glob("*.log"))  # the active segment's base
+        assert len(theirs) >= 6, theirs
+        wait_for(lambda: {keyspace.segment_key(TOPIC, 0, b, FileKind.LOG) for b in theirs} <= set(_objects(s3, bucket)), timeout_s=90, what="Pinterest's uploader to upload every rotated segment")
+        reference = read_back(bootstrap, TOPIC, 0, 0, their_end)
+        delete_records(bootstrap, TOPIC, theirs[2])
+        wait_for(lambda: min(rotated_bases(directory) or [0]) >= theirs[2], timeout_s=60, what="the broker's retention to delete the first two segments")
+    wait_for(lambda: not uploader.running, timeout_s=30, what="Pinterest's uploader to stop")
+    theirs_before = {k: v for k, v in _objects(s3, bucket).items()}
+    assert theirs_before[keyspace.offset_wm_key(TOPIC, 0)]  # their offset.wm is there: our agent must not take it as progress
+
+    settings = agent_settings(broker.log_dir, redis_server, s3_server, bucket, cluster=CLUSTER, topics=only_topics(TOPIC), s3={"prefix": PREFIX, "entropy_bits": ENTROPY_BITS})
+    registry = registry_for(settings)
+    config = root / "agent.properties"
+    config.write_text(settings_properties(settings))
+
+    # 2. adopt: a dry run writes nothing; a run killed before its first registration; a run that completes
+    dry = _adopt(config, "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.count("would register") == len(theirs) and "[" in dry.stdout, dry.stdout
+    assert _objects(s3, bucket) == theirs_before and registry.segments(TOPIC, 0) == []
+    killed = _adopt(config, crash_at="adopt_before_register")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert registry.segments(TOPIC, 0) == []
+    done = _adopt(config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    adopted = registry.segments(TOPIC, 0)
+    assert [(e.base_offset, e.first, e.object_key) for e in adopted] == [(b, b, keyspace.segment_key(TOPIC, 0, b, FileKind.LOG)) for b in theirs]
+    assert [e.next_offset for e in adopted] == [*theirs[1:], their_end] and registry.gaps(TOPIC, 0) == []
+    assert sum(e.record_count for e in adopted) == len(reference) and all(e.leader_epoch >= 0 and "batchindex" in e.files for e in adopted)
+    again = _adopt(config)
+    assert again.returncode == 0 and [line.startswith("[") for line in again.stdout.splitlines() if "registered already" in line].count(True) == len(theirs), again.stdout
+    after_adoption = _objects(s3, bucket)
+    assert {k: v for k, v in after_adoption.items() if k in theirs_before} == theirs_before  # nothing of theirs rewritten
+    assert sorted(set(after_adoption) - set(theirs_before)) == sorted(
+        [keyspace.segment_key(TOPIC, 0, b, FileKind.BATCHINDEX) for b in theirs] + [keyspace.coverage_start_key(TOPIC, 0)]
+    )
+
+    # 3. the hand-over: our agent, SIGKILLed after its first .log, while producers keep writing; then again
+    crashed = AgentProcess(settings, root / "crashing.properties", crash_at="after_log")
+    try:
+        produce_seed(bootstrap, topic=TOPIC, group=50)
+        assert crashed.wait(120) == -9, crashed.output()
+    finally:
+        crashed.stop()
+    agent = AgentProcess(settings, root / "agent.properties")
+    try:
+        produce_seed(bootstrap, topic=TOPIC, group=50)
+        wait_for(lambda: set(rotated_bases(directory)) <= {e.base_offset for e in registry.segments(TOPIC, 0)}, timeout_s=120, what="our agent to upload every rotated segment")
+        end = registry.partition_info(TOPIC, 0).latest_offset + 1
+        records = reference + read_back(bootstrap, TOPIC, 0, their_end, end)
+        # retention deletes more: our first segments are gone from the broker too
+        ours = [e.base_offset for e in registry.segments(TOPIC, 0) if e.base_offset >= their_end]
+        delete_records(bootstrap, TOPIC, ours[1])
+        wait_for(lambda: _log_start(bootstrap) == ours[1], timeout_s=60, what="the broker's log start to move")
+        assert "ObjectKeyTakenError" not in agent.output() and "holds another upload" not in agent.output(), agent.output()[-3000:]
+    finally:
+        agent.stop()
+    assert {k: v for k, v in _objects(s3, bucket).items() if k in theirs_before and not k.endswith("offset.wm")} == {
+        k: v for k, v in theirs_before.items() if not k.endswith("offset.wm")
+    }
+    assert registry.gaps(TOPIC, 0) == []
+    with gateway_server(settings, s3_server, bootstrap) as url:
+        yield Handover(settings, bucket, keyspace, theirs, end, records, url, bootstrap)
+
+
+def test_the_registry_holds_their_segments_then_ours_in_order_and_a_rebuild_restores_it(handover: Handover) -> None:
+    registry = registry_for(handover.settings)
+    entries = registry.segments(TOPIC, 0)
+    assert [e.first for e in entries][: len(handover.theirs)] == handover.theirs
+    assert [e.first for e in entries[1:]] == [e.next_offset for e in entries[:-1]] and entries[0].first == 0 and entries[-1].next_offset == handover.end
+    rebuilt = Registry(redis.Redis.from_url(handover.settings.redis.url), CLUSTER, namespace=f"rebuilt{uuid.uuid4().hex[:6]}")
+    report = rebuild_registry(Agent(handover.settings).store, rebuilt)
+    assert report.foreign == 0
+    assert [(e.first, e.last_offset, e.checksum, e.object_key) for e in rebuilt.segments(TOPIC, 0)] == [(e.first, e.last_offset, e.checksum, e.object_key) for e in entries]
+
+
+def test_the_gateway_and_the_bulk_api_serve_every_offset_once(handover: Handover) -> None:
+    import httpx
+
+    detail = httpx.get(f"{handover.gateway_url}/v1/clusters/{CLUSTER}/topics/{TOPIC}/partitions/0", timeout=30).json()
+    assert (detail["remote"]["earliest_offset"], detail["remote"]["latest_offset"]) == (0, handover.end - 1)
+    table = read_table(handover.gateway_url, CLUSTER, TOPIC, 0, include_headers=True)
+    got = [Kept(r["offset"], int(r["timestamp"].timestamp() * 1000), r["key"], r["value"], tuple((h["key"], h["value"]) for h in r["headers"] or ())) for r in table.to_pylist()]
+    assert [k.offset for k in got] == list(range(handover.end))
+    assert got == handover.records
+
+
+@pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_PREFERRED"])
+def test_tiered_consumer_reads_every_offset_once_in_each_mode(handover: Handover, mode: str) -> None:
+    consumer = TieredConsumer({
+        "bootstrap.servers": handover.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "tiered.mode": mode, "tiered.gateway.url": handover.gateway_url, "tiered.cluster": CLUSTER,
+    })  # fmt: skip
+    got: list[Kept] = []
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        for _ in range(240):
+            if got and got[-1].offset >= handover.end - 1:
+                break
+            for m in consumer.consume(500, 0.5):
+                assert m.error() is None, m.error()
+                got.append(Kept(m.offset(), m.timestamp()[1], m.key(), m.value(), tuple(m.headers() or ())))
+    finally:
+        consumer.close()
+    got = [k for k in got if k.offset < handover.end]
+    assert [k.offset for k in got] == list(range(handover.end))
+    assert got == handover.records
+
+
+def test_spark_reads_every_offset_once(handover: Handover, spark: Any) -> None:
+    options = {"tiered.gateway.url": handover.gateway_url, "tiered.cluster": CLUSTER, "subscribe": TOPIC, "includeHeaders": "true"}
+    rows = spark.read.format("tiered-kafka").options(**options).load().collect()
+    got = [(r["offset"], int(r["timestamp"].timestamp() * 1000), r["key"], None if r["value"] is None else bytes(r["value"]), tuple((h["key"], h["value"]) for h in r["headers"] or ())) for r in rows]
+    assert [g[0] for g in got] == list(range(handover.end))
+    assert got == [(k.offset, k.timestamp, k.key, k.value, k.headers) for k in handover.records]
+
+
+def test_ts_consumer_still_reads_the_whole_bucket(handover: Handover, s3_server: Any) -> None:
+    records = read_with_ts_consumer(handover.bootstrap, s3_server, handover.bucket, handover.keyspace, TOPIC, 0, 0, handover.end)
+    assert [r.offset for r in records] == list(range(handover.end))
+    assert [Kept(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == handover.records

@@ -1,0 +1,161 @@
+"""Layout 2 of the registry (issue 34) against a real Redis: the time index, summaries, paged
+listings, pipelined registration, and the in-place migration of a registry written by the layout
+before it (its raw Redis commands, as that code wrote them)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from tiered_kafka.registry import LAYOUT_VERSION, Registry, SegmentEntry, segment_member
+
+pytestmark = pytest.mark.integration
+
+
+def entry(base: int, last: int, *, topic: str = "orders", partition: int = 3, max_ts: int | None = None, **overrides: Any) -> SegmentEntry:
+    fields: dict[str, Any] = {
+        "topic": topic, "partition": partition, "base_offset": base, "last_offset": last,
+        "object_key": f"prefix/kc/{topic}-{partition}/{base:020d}.log", "size": 10 * (last - base + 1),
+        "record_count": last - base + 1, "min_timestamp": 1_000 + base, "max_timestamp": 1_000 + last if max_ts is None else max_ts,
+        "checksum": f"crc32c:{base:08x}", "leader_epoch": 1, "upload_time_ms": 5, "files": ("log", "index", "timeindex", "batchindex"),
+        "sparse_index": b"\x01" + b"\x00" * 8 + bytes(range(256)) * 40,  # ~10 KB, as a 1 GiB segment's
+    }
+    fields.update(overrides)
+    return SegmentEntry(**fields)
+
+
+@pytest.fixture(params=[False, True], ids=["bytes", "str"])
+def client(redis_server: Any, request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_server.url, decode_responses=request.param)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def registry(client: redis.Redis) -> Registry:
+    return Registry(client, f"kc-{uuid.uuid4().hex[:12]}")
+
+
+def brute_force(entries: list[SegmentEntry], ts: int) -> int | None:
+    """Kafka's rule over segments in offset order: the first whose max timestamp reaches ts."""
+    return next((e.first for e in sorted(entries, key=lambda e: e.first) if e.max_timestamp >= ts), None)
+
+
+def test_time_index_answers_like_a_scan_through_registrations_and_deletions(registry: Registry) -> None:
+    rng = random.Random(34)
+    entries = [entry(i * 10, i * 10 + 9, max_ts=rng.choice([-1, rng.randrange(0, 1000)])) for i in range(60)]
+    shuffled = entries[:]
+    rng.shuffle(shuffled)  # out of order, as a rebuild or a straddling segment registers them
+    for e in shuffled:
+        registry.register(e)
+    live = list(entries)
+    for _ in range(4):
+        for ts in [0, 1, 250, 500, 999, 1000, *rng.sample(range(1000), 20)]:
+            found = registry.segment_at_time("orders", 3, ts)
+            assert (None if found is None else found.first) == brute_force(live, ts), ts
+        for doomed in [live[0], live[len(live) // 2]]:  # retention's oldest, and one in the middle
+            registry.delete_segment("orders", 3, doomed.first)
+            live.remove(doomed)
+
+
+def test_register_does_not_store_the_sparse_index_and_stays_small(client: redis.Redis, registry: Registry) -> None:
+    e = entry(0, 9)
+    registry.register(e)
+    key = registry.keys("orders", 3).segment(0)
+    assert client.hexists(key, "sparse_index") == 0
+    assert client.object("encoding", key) in (b"listpack", "listpack", b"ziplist", "ziplist")
+    found = registry.find("orders", 3, 5)
+    assert found is not None and found.sparse_index is None and found.max_timestamp == e.max_timestamp
+
+
+def test_summaries_and_pages_cost_the_page(registry: Registry) -> None:
+    registry.register_many([entry(i * 10, i * 10 + 9, min_timestamp=100 + i) for i in range(50)])
+    registry.register_many([entry(0, 4, topic=t, partition=p) for t in ("b-topic", "a.topic", "a") for p in (10, 2, 0)])
+    registry.record_gap("orders", 3, 500, 509, "lost")
+    summary = registry.summary("orders", 3)
+    assert summary is not None and summary.indexed and summary.info.segment_count == 50
+    assert summary.records == 500 and summary.oldest_timestamp == 100 and summary.newest_timestamp == 1000 + 499 and summary.gap_count == 1
+    registry.delete_segment("orders", 3, 0)
+    summary = registry.summary("orders", 3)
+    assert summary is not None and summary.records == 490 and summary.oldest_timestamp == 101
+    assert [e.first for e in registry.segments_page("orders", 3, 10, 3)] == [110, 120, 130]
+    everything = registry.partitions_page(limit=100)
+    assert everything == sorted(everything) and len(everything) == 10 and registry.partition_count() == 10
+    pages, after = [], None
+    while page := registry.partitions_page(after=after, limit=3):
+        pages += page
+        after = page[-1]
+    assert pages == everything
+    assert registry.partitions_page(topic="a", limit=10) == [("a", 0), ("a", 2), ("a", 10)] and registry.partition_count("a") == 3
+    assert registry.partitions_page(start=9, limit=5) == everything[9:]
+
+
+def test_register_many_reports_like_register(registry: Registry) -> None:
+    entries = [entry(i * 10, i * 10 + 9) for i in range(25)]
+    seen: list[int] = []
+    assert registry.register_many(entries, batch=10, progress=seen.append) == [True] * 25
+    assert seen == [10, 20, 25]
+    assert registry.register_many(entries[:3]) == [False] * 3
+    from tiered_kafka.registry import SegmentOverlapError
+
+    with pytest.raises(SegmentOverlapError):
+        registry.register_many([entry(1000, 1009), entry(5, 14)])
+    assert registry.find("orders", 3, 1005) is not None  # the rest of the batch ran
+    assert [e.first for e in registry.segments("orders", 3)][-1] == 1000
+
+
+def write_old_layout(client: redis.Redis, registry: Registry, e: SegmentEntry) -> None:
+    """What the layout before 2 wrote for a registration (its register script's effect, command by
+    command): the member, the whole hash with its base64 ``sparse_index``, the info hash, the SET."""
+    keys = registry.keys(e.topic, e.partition)
+    client.zadd(keys.segments, {e.member: e.first})
+    client.hset(keys.segment(e.first), mapping=e.to_fields())
+    members = client.zrange(keys.segments, 0, -1)
+    first, last = (m.decode() if isinstance(m, bytes) else m for m in (members[0], members[-1]))
+    client.hset(keys.info, mapping={"earliest_offset": int(first[:20]), "latest_offset": int(last[21:]), "segment_count": len(members), "updated_ms": 1})
+    client.hincrby(keys.info, "total_bytes", e.size)
+    client.hset(keys.coverage, "next_offset", e.last_offset + 1)
+    client.sadd(registry.partitions_key, f"{e.topic}-{e.partition}")
+
+
+def test_a_registry_written_by_the_old_layout_is_read_then_migrated_in_place(client: redis.Redis, registry: Registry) -> None:
+    old = [entry(i * 10, i * 10 + 9, max_ts=[50, 20, 80, 10][i % 4] + i, partition=p) for p in (0, 1) for i in range(12)]
+    for e in old:
+        write_old_layout(client, registry, e)
+    seg_key = registry.keys("orders", 0).segment(0)
+    assert client.object("encoding", seg_key) in (b"hashtable", "hashtable")
+    # read before migrating: entries, their sparse index, time lookups (by a scan), listings
+    assert registry.find("orders", 0, 15) == old[1]
+    assert registry.find("orders", 0, 15).sparse_index == old[1].sparse_index  # type: ignore[union-attr]
+    assert registry.segment_at_time("orders", 1, 60) is not None
+    assert registry.partitions_page(limit=10) == [("orders", 0), ("orders", 1)]
+    summary = registry.summary("orders", 0)
+    assert summary is not None and not summary.indexed and summary.records is None
+    # a registration on a partition not migrated yet works (no time index upkeep until migrated)
+    registry.register(entry(120, 129, partition=0, max_ts=5))
+    # an interrupted migration: one partition done, then the whole run again
+    from tiered_kafka.registry._migrate import MigrationReport, _migrate_partition
+
+    assert _migrate_partition(registry, "orders", 1, 5, MigrationReport())
+    done: list[tuple[int, int]] = []
+    report = registry.migrate(batch=5, progress=lambda n, total: done.append((n, total)))
+    assert (report.migrated, report.already, report.rewritten) == (1, 1, 12) and done[-1] == (2, 2)
+    assert registry.migrate().migrated == 0  # resumable: nothing left
+    assert client.hexists(seg_key, "sparse_index") == 0
+    assert client.object("encoding", seg_key) in (b"listpack", "listpack")
+    live = old + [entry(120, 129, partition=0, max_ts=5)]
+    for p in (0, 1):
+        mine = [e for e in live if e.partition == p]
+        summary = registry.summary("orders", p)
+        assert summary is not None and summary.indexed and summary.records == sum(e.record_count for e in mine)
+        assert [e.to_dict() for e in registry.segments("orders", p)] == [e.to_dict() for e in sorted(mine, key=lambda e: e.first)]
+        for ts in range(0, 100, 3):
+            found = registry.segment_at_time("orders", p, ts)
+            assert (None if found is None else found.first) == brute_force(mine, ts)
+    assert client.hget(registry.keys("orders", 0).info, "layout") in (LAYOUT_VERSION, LAYOUT_VERSION.encode())
+    assert segment_member(0, 9) in [m.decode() if isinstance(m, bytes) else m for m in client.zrange(registry.keys("orders", 0).segments, 0, 0)]
