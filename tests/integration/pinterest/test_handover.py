@@ -226,3 +226,54 @@ def test_ts_consumer_still_reads_the_whole_bucket(handover: Handover, s3_server:
     records = read_with_ts_consumer(handover.bootstrap, s3_server, handover.bucket, handover.keyspace, TOPIC, 0, 0, handover.end)
     assert [r.offset for r in records] == list(range(handover.end))
     assert [Kept(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == handover.records
+
+
+def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_without_a_tight_loop(
+    seed: SeedTopic, seed_dir: Path, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Our agent started beside their bucket without ``adopt`` (the issue's first try): a segment their uploader
+    wrote (its objects copied from the seed bucket: the same bytes, no tk-* metadata) is kept and registered where
+    it is; their offset.wm naming a later segment is not taken as progress (the segment between, which they
+    never uploaded, is uploaded by us); a segment whose key holds other bytes of theirs is an error naming both,
+    logged once however often the uploader is woken, retried with a backoff, and nothing of theirs is rewritten."""
+    import logging
+
+    s3 = s3_server.client()
+    log_dir = tmp_path / "logs"
+    from tests.support.agent_env import copy_partition
+
+    copy_partition(seed_dir, log_dir)
+    bases = rotated_bases(log_dir / seed_dir.name)
+    settings = agent_settings(log_dir, redis_server, s3_server, s3_bucket, cluster="conflicts", topics=only_topics(seed_dir.name[:-2]), s3={"prefix": "theirs", "entropy_bits": 2})
+    ours = Keyspace("theirs", "conflicts", 2)
+    topic = seed_dir.name[:-2]
+
+    def copy(source_base: int, target_base: int, kind: FileKind) -> None:
+        source = seed.keyspace.segment_key(topic, 0, source_base, kind)
+        s3.copy_object(Bucket=s3_bucket, Key=ours.segment_key(topic, 0, target_base, kind), CopySource={"Bucket": seed.bucket, "Key": source})
+
+    for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
+        copy(bases[0], bases[0], kind)  # their upload of segment 0
+    copy(bases[3], bases[2], FileKind.LOG)  # other bytes under segment 2's key
+    s3.put_object(Bucket=s3_bucket, Key=ours.offset_wm_key(topic, 0), Body=str(bases[2]).encode())  # their offset.wm, past segment 1
+    before = _objects(s3, s3_bucket)
+    registry = registry_for(settings)
+    caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
+    with Agent(settings) as agent:
+        wait_for(lambda: [e.base_offset for e in registry.segments(topic, 0)] == bases[:2], timeout_s=60, what="segments 0 and 1 registered")
+        for _ in range(100):  # filesystem events: they must not cut the backoff short
+            agent.wake(seed_dir.name)
+            __import__("time").sleep(0.05)
+        failures = agent.metrics.failures.labels(topic)._value.get()
+    entries = registry.segments(topic, 0)
+    assert [e.base_offset for e in entries] == bases[:2]
+    assert entries[0].object_key == ours.segment_key(topic, 0, bases[0], FileKind.LOG)
+    after = _objects(s3, s3_bucket)
+    assert {k: after[k] for k in before if not k.endswith("offset.wm")} == {k: v for k, v in before.items() if not k.endswith("offset.wm")}  # nothing of theirs rewritten
+    index = s3.head_object(Bucket=s3_bucket, Key=ours.segment_key(topic, 0, bases[0], FileKind.BATCHINDEX))
+    assert index["Metadata"]["tk-checksum"] == entries[0].checksum  # what rebuild restores the adopted entry from
+    assert s3.head_object(Bucket=s3_bucket, Key=ours.segment_key(topic, 0, bases[1], FileKind.LOG))["Metadata"]["tk-checksum"] == entries[1].checksum
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and "another uploader" in r.getMessage()]
+    assert len(errors) == 1 and failures == 1, errors
+    assert ours.segment_key(topic, 0, bases[2], FileKind.LOG) in errors[0] and f"{bases[2]:020d}.log" in errors[0], errors[0]
+    assert not [r for r in caplog.records if "ObjectKeyTakenError" in r.getMessage() or "holds another upload" in r.getMessage()]
