@@ -3,6 +3,5 @@
 - ``support``: settings helpers (``build_settings``, secrets, S3 clients for the services);
 - ``processes``: whether a process id is in use.
 
-Importing ``support`` needs the ``agent`` or ``gateway`` extra (pydantic-settings, boto3). The old
-paths ``tiered_kafka.service_support`` and ``tiered_kafka.processes`` still import, as the same modules.
+Importing ``support`` needs the ``agent`` or ``gateway`` extra (pydantic-settings, boto3).
 """

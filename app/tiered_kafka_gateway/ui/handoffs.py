@@ -81,7 +81,7 @@ def marks(mode: Mode, layout: Layout) -> list[Mark]:
                 continue
             if layout.kafka is None or decision.offset >= layout.kafka[0]:
                 return out  # Kafka from here to its end (or no Kafka to read)
-            decision = handoff.kafka_out_of_range(layout.kafka[0], layout.remote)
+            decision = handoff.kafka_out_of_range(decision.offset, layout.kafka[0], layout.remote)
         elif isinstance(decision, Skip):
             out.append(Mark(mode, "skip", decision.start, f"skips {decision.start}..{decision.end} ({decision.reason})", decision.end))
             if decision.read is not None:

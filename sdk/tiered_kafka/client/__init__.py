@@ -8,7 +8,5 @@
 
 The contracts these follow live at the package's top level (``read_plan``, ``transactions``,
 ``read_on``, ``modes``, ``keyspace``); the products built on them are ``consumer``, ``bulk``,
-``spark``, ``iceberg`` and ``cli``. The old module paths (``tiered_kafka.gateway_client``,
-``tiered_kafka.gateway_plan``, ``tiered_kafka.http_transport``, ``tiered_kafka.remote_read``,
-``tiered_kafka.columnar_read``) still import, as the same modules.
+``spark``, ``iceberg`` and ``cli``.
 """

@@ -15,15 +15,21 @@ applies the modes' rules (``tiered_kafka.modes``, the one place for them).
 ``TieredConsumer`` is a facade over collaborators that each own their state, as aiokafka's consumer
 delegates to its fetcher and subscription state (each one's docstring says what it owns):
 
-- ``Assignment`` (``assignment``): the assigned partitions, subscribe/assign and the rebalance
-  callbacks, pause/resume, the inner consumer's assignment (exactly the Kafka-source partitions);
+- ``Assignment`` (``assignment``): the assigned partitions and the inner consumer's assignment
+  (exactly the Kafka-source partitions, at their positions);
+- ``KafkaDelivery`` (``kafka_delivery``): the Kafka messages fetched and not yet handed out, and
+  Kafka's OFFSET_OUT_OF_RANGE events not yet handled;
 - ``Positions`` (``positions``): where each partition reads from: it feeds the handoffs the events
   (assign, seek, reset, Kafka's OFFSET_OUT_OF_RANGE) and does what they decide; seek, position,
   watermarks, offsets_for_times;
+- ``Membership`` (``membership``): subscribe/assign and the rebalance callbacks, pause/resume;
+- ``RemoteDelivery`` (``delivery``): remote records handed out;
 - ``Offsets`` (``offsets``): stored and committed offsets, commit, auto-commit;
-- ``KafkaDelivery`` (``kafka_delivery``) and ``RemoteDelivery`` (``delivery``): the records of each
-  source handed out;
 - ``ErrorChannel`` (``channel``): the one error channel.
+
+Their dependencies point one way, in the order they are built: ``Offsets``, ``ErrorChannel`` →
+``Assignment`` → ``KafkaDelivery`` → ``Positions`` → ``Membership``, ``RemoteDelivery``; nothing is
+attached after construction.
 
 This class owns the configuration, the mode, the clients (the inner consumer, the gateway client)
 and what remote readers share (data budget, thread pool), and runs ``poll``/``consume``.
@@ -75,11 +81,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from tiered_kafka import modes
-from tiered_kafka.consumer.assignment import Assignment, raise_if
+from tiered_kafka.consumer.assignment import Assignment
 from tiered_kafka.consumer.channel import ErrorChannel
 from tiered_kafka.consumer.config import TieredConfig, parse_config
 from tiered_kafka.consumer.delivery import RemoteDelivery
 from tiered_kafka.consumer.kafka_delivery import KAFKA_SERVICE_INTERVAL_S, KafkaDelivery
+from tiered_kafka.consumer.membership import Membership, raise_if
 from tiered_kafka.consumer.offsets import Offsets
 from tiered_kafka.consumer.positions import Positions, RemoteResources
 from tiered_kafka.consumer.prefetch import ByteBudget, data_budget
@@ -123,12 +130,11 @@ class TieredConsumer:
         self._errors = ErrorChannel()
         counts = self._counts = SourceCounts()
         self._offsets = Offsets(self._config, self._inner)
-        self._assignment = Assignment(self, self._config, self._inner, mode, self._offsets, self._errors)
+        self._assignment = Assignment(self._config, self._inner, mode)
         self._kafka = KafkaDelivery(self._inner, self._assignment, self._offsets, self._errors, counts)
         remote = RemoteResources(self._gateway, self._budget, self._pool, self._wake)
         self._positions = Positions(self._config, mode, Tiers(self._inner, self._gateway), remote, self._assignment, self._kafka, self._errors, self._require_kafka)
-        self._assignment.positions = self._kafka.positions = self._positions
-        self._assignment.kafka = self._kafka
+        self._membership = Membership(self, self._inner, mode, self._assignment, self._positions, self._kafka, self._offsets, self._errors)
         self._remote = RemoteDelivery(self._assignment, self._positions, self._kafka, self._offsets, self._errors, counts, self._check_open)
 
     # -- mode -----------------------------------------------------------------------------------
@@ -170,7 +176,7 @@ class TieredConsumer:
         errors = self._errors
         errors.raise_deferred()
         deadline = math.inf if timeout is None or timeout < 0 else time.monotonic() + timeout
-        self._assignment.start_pending()
+        self._membership.start_pending()
         out: list[Message] = []
         while True:
             now = time.monotonic()
@@ -210,34 +216,34 @@ class TieredConsumer:
         """Records delivered so far per (topic, partition), by source: {"remote": n, "kafka": m}."""
         return self._counts.snapshot()
 
-    # -- assignment (``Assignment``) -------------------------------------------------------------------
+    # -- assignment (``Membership``) -------------------------------------------------------------------
     def subscribe(self, topics: list[str], on_assign: Callback | None = None, on_revoke: Callback | None = None, on_lost: Callback | None = None) -> None:
-        self._assignment.subscribe(self._require_kafka("subscribe"), topics, on_assign, on_revoke, on_lost)
+        self._membership.subscribe(self._require_kafka("subscribe"), topics, on_assign, on_revoke, on_lost)
 
     def unsubscribe(self) -> None:
-        self._assignment.unsubscribe(self._require_kafka("unsubscribe"))
+        self._membership.unsubscribe(self._require_kafka("unsubscribe"))
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         """Replace the assignment; offsets may be absolute or logical (OFFSET_BEGINNING/END/STORED)."""
-        self._assignment.assign(partitions)
+        self._membership.assign(partitions)
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        self._assignment.incremental_assign(partitions)
+        self._membership.incremental_assign(partitions)
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
-        self._assignment.incremental_unassign(partitions)
+        self._membership.incremental_unassign(partitions)
 
     def unassign(self) -> None:
-        self._assignment.unassign()
+        self._membership.unassign()
 
     def assignment(self) -> list[TopicPartition]:
         return self._assignment.assignment()
 
     def pause(self, partitions: list[TopicPartition]) -> None:
-        self._assignment.set_paused(partitions, True)
+        self._membership.set_paused(partitions, True)
 
     def resume(self, partitions: list[TopicPartition]) -> None:
-        self._assignment.set_paused(partitions, False)
+        self._membership.set_paused(partitions, False)
 
     # -- positions (``Positions``) ----------------------------------------------------------------------
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:

@@ -15,7 +15,7 @@ Events (methods)                                      Decisions (return values)
     remote_end(held)             remote storage ends      Reset(offset)             auto.offset.reset from there
     remote_below_start(held)     remote retention         AuthorizationFailed(offset)  TOPIC_AUTHORIZATION_FAILED
     gap(start, end, reason, held)  a recorded gap
-    kafka_out_of_range(log_start, remote)
+    kafka_out_of_range(fetched, log_start, remote)
     authorization_failed()
     revoke()
 
@@ -29,9 +29,14 @@ A GapError leaves the state as it was: the consumer delivers it as the partition
 (OFFSET_OUT_OF_RANGE), and the next poll meets the same
 gap again (until the application seeks past it), as a failed remote read is retried.
 
+Kafka's OFFSET_OUT_OF_RANGE names the offset librdkafka fetched. librdkafka may have queued more
+than one before the consumer's seek reached it: an event about any offset but the position, or met
+while the source is not Kafka, is stale and decides nothing (``out_of_range_is_current``).
+
 Invariants (the property tests check them): the position only moves forward except on ``start``
 (a seek); a ReadFrom is always at the position; ``delivered`` is accepted only from the current
-source at the position; after AuthorizationFailed nothing is read until the next ``start``.
+source at the position; after AuthorizationFailed nothing is read until the next ``start``; a
+stale OFFSET_OUT_OF_RANGE changes nothing.
 """
 
 from __future__ import annotations
@@ -176,9 +181,20 @@ class Handoff:
         return Skip(first, last, reason, read)
 
     # -- Kafka cannot go on ----------------------------------------------------------------------
-    def kafka_out_of_range(self, log_start: int, remote: tuple[int, int] | None) -> Decision:
-        """Kafka answered OFFSET_OUT_OF_RANGE at the position with its log start ``log_start``;
-        ``remote`` is remote storage's (earliest, latest), None when it holds nothing."""
+    def out_of_range_is_current(self, fetched: int) -> bool:
+        """Whether Kafka's OFFSET_OUT_OF_RANGE for a fetch at ``fetched`` is about where this
+        partition reads now: from Kafka, at the position (a negative ``fetched``, an offset
+        librdkafka did not name, is taken as the position)."""
+        if self.source is not Source.KAFKA or self.position is None:
+            return False
+        return fetched < 0 or fetched == self.position
+
+    def kafka_out_of_range(self, fetched: int, log_start: int, remote: tuple[int, int] | None) -> Decision | None:
+        """Kafka answered OFFSET_OUT_OF_RANGE for a fetch at ``fetched`` with its log start
+        ``log_start``; ``remote`` is remote storage's (earliest, latest), None when it holds
+        nothing. None: the event is stale (``out_of_range_is_current``)."""
+        if not self.out_of_range_is_current(fetched):
+            return None
         at = self._require_position()
         if at < log_start:
             self.kafka_log_start = log_start

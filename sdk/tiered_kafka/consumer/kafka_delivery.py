@@ -3,7 +3,15 @@ rebalance callbacks run there), the messages of Kafka-source partitions are hand
 and a partition whose fetch ended on control batches moves past them as librdkafka's position does.
 
 Messages fetched before a partition's position, source or pause changed are dropped: librdkafka
-fetches them again from the position (``purge``).
+fetches them again from the position (``purge``). librdkafka's OFFSET_OUT_OF_RANGE events
+(``_AUTO_OFFSET_RESET``: the inner consumer runs with ``auto.offset.reset=error``) are kept here,
+one per partition and fetched offset in the order they came, until ``Positions`` takes them
+(``take_out_of_range``); none is dropped for a later one, since only the taker can tell a current
+event from a stale one. ``purge`` drops a partition's events with its messages, since they were
+about fetches from before the change.
+
+Dependencies point one way: this module reads the ``Assignment`` (which partitions are assigned and
+their handoffs) and knows nothing of ``Positions``, which reads it.
 """
 
 from __future__ import annotations
@@ -11,7 +19,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Container
-from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
@@ -22,9 +29,6 @@ from tiered_kafka.consumer.partition import PartitionState
 from tiered_kafka.consumer.tallies import SourceCounts
 from tiered_kafka.modes import Source
 
-if TYPE_CHECKING:
-    from tiered_kafka.consumer.positions import Positions
-
 TP = tuple[str, int]
 KAFKA_BATCH = 500  # messages taken from librdkafka per call, whatever the caller asked
 #: serve the inner consumer (callbacks, heartbeats) at least this often
@@ -32,11 +36,9 @@ KAFKA_SERVICE_INTERVAL_S = 0.05
 
 
 class KafkaDelivery:
-    """Owns the Kafka messages fetched and not yet handed out (in librdkafka's order) and when the
-    inner consumer was last served. ``positions`` is attached by the consumer (it refers to this
-    object too): librdkafka's OFFSET_OUT_OF_RANGE events go there, its other errors to ``errors``."""
-
-    positions: Positions
+    """Owns the Kafka messages fetched and not yet handed out (in librdkafka's order), the
+    OFFSET_OUT_OF_RANGE events not yet taken (by partition, then fetched offset), and when the inner
+    consumer was last served. librdkafka's other errors go to ``errors``."""
 
     def __init__(self, inner: Consumer | None, assignment: Assignment, offsets: Offsets, errors: ErrorChannel, counts: SourceCounts) -> None:
         self._inner = inner
@@ -45,6 +47,7 @@ class KafkaDelivery:
         self._errors = errors
         self._counts = counts
         self._ready: deque[Message] = deque()
+        self._out_of_range: dict[TP, dict[int, Message]] = {}
         self._last_service = 0.0
 
     def __bool__(self) -> bool:
@@ -57,7 +60,7 @@ class KafkaDelivery:
 
     def serve(self, limit: int, timeout: float) -> None:
         """Poll the inner consumer: rebalance callbacks, and messages of Kafka-source partitions.
-        OFFSET_OUT_OF_RANGE events are queued for ``Positions.handle_out_of_range`` (never lost)."""
+        OFFSET_OUT_OF_RANGE events are kept for ``take_out_of_range`` (never lost)."""
         if self._inner is None:
             return
         self._last_service = time.monotonic()
@@ -68,7 +71,7 @@ class KafkaDelivery:
             if error is None or error.code() == KafkaError._PARTITION_EOF:
                 self._ready.append(message)
             elif error.code() == KafkaError._AUTO_OFFSET_RESET and message.topic():
-                self.positions.out_of_range(message)
+                self._out_of_range.setdefault((message.topic(), message.partition()), {})[message.offset()] = message
             else:
                 self._errors.add(message)
         if len(messages) < want:
@@ -114,14 +117,33 @@ class KafkaDelivery:
             self._counts.add(state.tp, Source.KAFKA, 1)
             out.append(message)
 
+    # -- OFFSET_OUT_OF_RANGE events ----------------------------------------------------------------
+    def pending_out_of_range(self) -> bool:
+        return bool(self._out_of_range)
+
+    def take_out_of_range(self) -> list[Message]:
+        """The OFFSET_OUT_OF_RANGE events not yet taken, in the order they came per partition; the
+        taker gives back with ``keep_out_of_range`` those it could not handle yet."""
+        events = [event for by_offset in self._out_of_range.values() for event in by_offset.values()]
+        self._out_of_range.clear()
+        return events
+
+    def keep_out_of_range(self, event: Message) -> None:
+        """An event whose handling failed: taken again by the next ``take_out_of_range``."""
+        self._out_of_range.setdefault((event.topic(), event.partition()), {}).setdefault(event.offset(), event)
+
+    # -- forgetting what is stale -------------------------------------------------------------------
     def purge(self, state: PartitionState) -> None:
-        """Forget Kafka messages of ``state`` fetched before its position, source or pause changed
-        (librdkafka fetches them again from the position)."""
+        """Forget Kafka messages and the OFFSET_OUT_OF_RANGE event of ``state`` fetched before its
+        position, source or pause changed (librdkafka fetches again from the position)."""
         state.kafka_synced = False
         tp = state.tp
+        self._out_of_range.pop(tp, None)
         if any((m.topic(), m.partition()) == tp for m in self._ready):
             self._ready = deque(m for m in self._ready if (m.topic(), m.partition()) != tp)
 
     def keep_only(self, assigned: Container[TP]) -> None:
-        """Forget the messages of partitions no longer assigned."""
+        """Forget the messages and events of partitions no longer assigned."""
         self._ready = deque(m for m in self._ready if (m.topic(), m.partition()) in assigned)
+        for tp in [tp for tp in self._out_of_range if tp not in assigned]:
+            del self._out_of_range[tp]

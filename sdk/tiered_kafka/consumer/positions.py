@@ -4,10 +4,22 @@ that do not commit (``seek``, ``position``, ``get_watermark_offsets``, ``offsets
 Each partition's ``Handoff`` (``tiered_kafka.consumer.handoff``) owns its position and source and
 decides; ``Positions`` feeds it the events of the consumer's I/O (assign, seek, reset, Kafka's
 OFFSET_OUT_OF_RANGE) and does what it decides: start a ``RemoteReader`` (remote storage), assign or
-seek the inner consumer (Kafka), apply ``auto.offset.reset`` (Kafka's ``auto.offset.reset``
-earliest: the earliest offset of the tiers the mode reads; latest: the end; error: the partition's
-_AUTO_OFFSET_RESET message), skip or stop at a gap. A per-partition failure goes to the error
-channel (``channel``).
+seek the inner consumer (Kafka), apply ``auto.offset.reset`` (earliest: from no position, the
+earliest offset of the tiers the mode reads, and from a position no tier the mode reads holds, the
+first offset after it that one holds; latest: the end; error: the partition's _AUTO_OFFSET_RESET
+message), skip or stop at a gap. A per-partition failure goes to the error channel (``channel``).
+
+Kafka's OFFSET_OUT_OF_RANGE events come from ``KafkaDelivery`` and each names the offset librdkafka
+fetched. One about an offset that is no longer the partition's position is stale (librdkafka
+queued it before our seek reached it) and changes nothing: without this rule a second event, met
+once a first reset had moved the position to Kafka's log start, reset the partition again from
+there, to the high watermark (issue 33).
+
+Never silently past data: a reset that moves a position forward over offsets that some tier
+holds (one the mode does not read, say remote storage under KAFKA_ONLY, or either tier while the
+other holds data ahead) delivers the partition's OFFSET_OUT_OF_RANGE error message, naming the
+offsets and who holds them, and then goes on at the target. Only offsets no tier holds (retention
+took them from both) are passed with a log line, as Kafka's own reset passes them.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
 
 from tiered_kafka import modes
 from tiered_kafka.consumer.assignment import Assignment
@@ -28,7 +40,7 @@ from tiered_kafka.consumer.kafka_delivery import KafkaDelivery
 from tiered_kafka.consumer.messages import range_messages
 from tiered_kafka.consumer.partition import PartitionState
 from tiered_kafka.consumer.prefetch import ByteBudget, RemoteReader
-from tiered_kafka.consumer.tiers import Tiers, is_authorization_failure
+from tiered_kafka.consumer.tiers import Tiers, TierRange, is_authorization_failure
 from tiered_kafka.errors import ConfigError, RemoteGapError
 from tiered_kafka.client.gateway import GatewayClient
 from tiered_kafka.modes import Mode, Source
@@ -50,9 +62,8 @@ class RemoteResources:
 
 
 class Positions:
-    """Owns the OFFSET_OUT_OF_RANGE events librdkafka delivered and not yet handled (one per
-    partition, handled in order, kept until handled), and drives each partition's handoff (module doc).
-    ``require_kafka(what)``: the inner consumer, or the error saying ``what`` needs Kafka."""
+    """Drives each partition's handoff (module doc); owns no state of its own beyond its
+    collaborators. ``require_kafka(what)``: the inner consumer, or the error saying ``what`` needs Kafka."""
 
     def __init__(
         self,
@@ -73,14 +84,12 @@ class Positions:
         self._kafka = kafka
         self._errors = errors
         self._require_kafka = require_kafka
-        self._out_of_range: dict[TP, Message] = {}
 
     # -- the handoff's decisions ------------------------------------------------------------------------
     def begin(self, state: PartitionState, offset: int, update_assignment: bool = True) -> None:
         """Assign, seek, reset or mode change: read ``state`` from ``offset`` with the source the mode picks there."""
         state.stop_remote()
         self._kafka.purge(state)
-        self._out_of_range.pop(state.tp, None)
         try:
             decision: Decision | None = state.handoff.start(offset, lambda: self._tiers.remote_holds(state.tp, offset))
         except Exception as err:
@@ -172,38 +181,34 @@ class Positions:
                 self._assignment.sync_kafka()  # assigned at the position
 
     # -- Kafka's OFFSET_OUT_OF_RANGE ------------------------------------------------------------------
-    def out_of_range(self, message: Message) -> None:
-        """librdkafka's _AUTO_OFFSET_RESET for a partition: handled by the next ``handle_out_of_range``."""
-        self._out_of_range[(message.topic(), message.partition())] = message
-
     def pending_out_of_range(self) -> bool:
-        return bool(self._out_of_range)
-
-    def forget(self, tp: TP) -> None:
-        self._out_of_range.pop(tp, None)
+        return self._kafka.pending_out_of_range()
 
     def handle_out_of_range(self) -> None:
         """OFFSET_OUT_OF_RANGE events, every partition's: one that fails (the gateway is down, a gap
-        between the tiers) stays queued and is retried by the next poll, with its error message
+        between the tiers) is kept and retried by the next poll, with its error message
         (``channel``), and the others are handled all the same; an error that is not a
         partition's is raised once all were tried."""
         first_error: Exception | None = None
-        for tp in list(self._out_of_range):
-            message = self._out_of_range.pop(tp)
-            state = self._assignment.get(tp)
+        for event in self._kafka.take_out_of_range():
+            state = self._assignment.get((event.topic(), event.partition()))
             if state is None or state.handoff.source is not Source.KAFKA or state.position is None:
                 continue
             try:
-                self._kafka_out_of_range(state)
+                self._kafka_out_of_range(state, event.offset())
             except Exception as err:
-                self._out_of_range[tp] = message
+                self._kafka.keep_out_of_range(event)
                 if not self._errors.partition_failed(state.topic, state.partition, state.position, err):
                     first_error = first_error or err
         if first_error is not None:
             raise first_error
 
-    def _kafka_out_of_range(self, state: PartitionState) -> None:
-        """OFFSET_OUT_OF_RANGE from Kafka at the position: remote storage, a gap, or auto.offset.reset."""
+    def _kafka_out_of_range(self, state: PartitionState, fetched: int) -> None:
+        """OFFSET_OUT_OF_RANGE from Kafka for a fetch at ``fetched``: nothing when it is stale
+        (``Handoff.kafka_out_of_range``), else remote storage, a gap, or auto.offset.reset."""
+        if not state.handoff.out_of_range_is_current(fetched):
+            log.debug("%s-%d: OFFSET_OUT_OF_RANGE for offset %d is stale (position %s): ignored", state.topic, state.partition, fetched, state.position)
+            return
         position = state.position
         if position is None:
             return
@@ -217,7 +222,7 @@ class Positions:
                     raise
                 self.authorization_failed(state, err)
                 return
-        self.apply(state, state.handoff.kafka_out_of_range(low, remote))
+        self.apply(state, state.handoff.kafka_out_of_range(fetched, low, remote))
 
     # -- where a partition starts -------------------------------------------------------------------
     def committed_offsets(self, partitions: list[TopicPartition]) -> dict[TP, int]:
@@ -243,12 +248,35 @@ class Positions:
         return self.reset_target(tp, None)
 
     def reset_target(self, tp: TP, offset: int | None) -> int | None:
-        """auto.offset.reset (``Tiers.reset_target``); with 'error', the partition's error message."""
-        target = self._tiers.reset_target(self._mode(), tp, self._config.auto_offset_reset, offset)
+        """auto.offset.reset (``Tiers.reset_target``); with 'error', the partition's error message;
+        a move forward over offsets some tier holds, the partition's OFFSET_OUT_OF_RANGE message
+        (module docstring)."""
+        mode = self._mode()
+        policy = self._config.auto_offset_reset
+        target = self._tiers.reset_target(mode, tp, policy, offset)
         if target is None:
             what = "no committed offset" if offset is None else f"offset {offset} is out of range"
             self._errors.add(error_message(tp[0], tp[1], offset, KafkaError._AUTO_OFFSET_RESET, f"{tp[0]}-{tp[1]}: {what} and auto.offset.reset is error"))
+        elif offset is not None and target > offset:
+            self._report_skip(tp, offset, target, f"mode {mode.value}, auto.offset.reset={policy}")
         return target
+
+    def _report_skip(self, tp: TP, start: int, target: int, why: str) -> None:
+        """A reset moves ``tp`` from ``start`` forward to ``target``: an error message when some tier
+        (read by the mode or not) holds offsets in between, a log line when none does."""
+        last = target - 1
+        try:
+            held: list[TierRange] = [r.clip(start, last) for r in self._tiers.held_ranges(tp) if r.overlaps(start, last)]
+            unknown = ""
+        except Exception as err:  # a tier that cannot be asked may hold them: never passed silently
+            held, unknown = [], f"; whether a tier holds them is unknown ({type(err).__name__}: {err})"
+        if not held and not unknown:
+            log.warning("%s-%d: offsets %d..%d are in no tier (%s); continuing at %d", tp[0], tp[1], start, last, why, target)
+            return
+        holders = ", ".join(f"{r.tier} holds {r.first}..{r.last}" for r in held)
+        reason = f"{tp[0]}-{tp[1]}: offsets {start}..{last} are skipped ({why}): {holders or 'not read'}{unknown}; continuing at {target}"
+        log.warning("%s", reason)
+        self._errors.add(error_message(tp[0], tp[1], start, KafkaError.OFFSET_OUT_OF_RANGE, reason))
 
     # -- the calls ----------------------------------------------------------------------------------
     def set_mode(self, mode: Mode) -> None:

@@ -9,7 +9,7 @@ caller may not read is the gateway's 403, ``TopicAuthorizationError``, which is 
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -18,8 +18,25 @@ from tiered_kafka.errors import ConfigError, GatewayRequestError, TopicAuthoriza
 from tiered_kafka.client.gateway import GatewayClient, PartitionExtent
 from tiered_kafka.modes import Mode
 
-log = logging.getLogger(__name__)
 TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TierRange:
+    """Offsets ``first..last`` (inclusive) that one tier holds."""
+
+    tier: str  # "Kafka" or "remote storage"
+    first: int
+    last: int
+
+    def holds(self, offset: int) -> bool:
+        return self.first <= offset <= self.last
+
+    def overlaps(self, first: int, last: int) -> bool:
+        return self.first <= last and first <= self.last
+
+    def clip(self, first: int, last: int) -> TierRange:
+        return TierRange(self.tier, max(self.first, first), min(self.last, last))
 
 
 def is_authorization_failure(err: BaseException) -> bool:
@@ -61,6 +78,21 @@ class Tiers:
         low, high = self.inner.get_watermark_offsets(TopicPartition(*tp), timeout=timeout, cached=False)
         return low, high
 
+    def held_ranges(self, tp: TP, mode: Mode | None = None) -> list[TierRange]:
+        """What each tier holds of ``tp``: of those ``mode`` reads, or (None) of every tier this
+        consumer can ask (Kafka with bootstrap.servers, remote storage with a gateway). Remote
+        storage's recorded gaps are not subtracted: they are the remote reader's to meet."""
+        ranges = []
+        if (self.inner is not None) if mode is None else modes.reads_kafka(mode):
+            low, high = self.watermarks(tp)
+            if high > low:
+                ranges.append(TierRange("Kafka", low, high - 1))
+        if (self.gateway is not None) if mode is None else modes.reads_remote(mode):
+            remote = self.remote_range(tp)
+            if remote is not None:
+                ranges.append(TierRange("remote storage", remote[0], remote[1]))
+        return ranges
+
     def first_offsets(self, mode: Mode, tp: TP) -> list[int]:
         """The first offset of each tier the mode reads (Kafka's log start, remote storage's earliest)."""
         firsts = []
@@ -86,16 +118,20 @@ class Tiers:
         without a valid position.
 
         earliest: with no position, the earliest offset of the tiers the mode reads; from a position
-        neither tier holds (remote retention, or data lost between the tiers), the first offset after
-        it that a tier holds: forward, as Kafka resets to its log start, never back to re-read.
+        past the end, the same (as Kafka resets to its log start); from a position a tier the mode
+        reads holds, that position (the refusal was stale: reading goes on there, nothing is
+        passed); from a position no tier the mode reads holds (retention, or data lost between the
+        tiers), the first offset after it that one holds: forward, never back to re-read.
+        Telling the application what a forward move passed is ``Positions``' (``_report_skip``).
         """
         if policy == "earliest":
             if offset is None or offset >= self.latest(mode, tp):  # past the end: from the start, as Kafka does
                 return self.earliest(mode, tp)
-            ahead = [o for o in self.first_offsets(mode, tp) if o > offset]
-            target = min(ahead) if ahead else self.latest(mode, tp)
-            log.warning("%s-%d: offsets %d..%d are in no tier; continuing at %d", tp[0], tp[1], offset, target - 1, target)
-            return target
+            read = self.held_ranges(tp, mode)
+            if any(r.holds(offset) for r in read):
+                return offset
+            ahead = [first for first in self.first_offsets(mode, tp) if first > offset]
+            return min(ahead) if ahead else self.latest(mode, tp)
         if policy == "latest":
             return self.latest(mode, tp)
         return None

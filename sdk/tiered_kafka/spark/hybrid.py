@@ -129,7 +129,7 @@ def split(mode: Mode, start: int, end: int, remote: tuple[int, int] | None, kafk
             raise RuntimeError(f"split: unexpected decision {decision!r} at {at}")
         if decision.source is Source.KAFKA:
             if at < kafka_log_start:  # Kafka answers OFFSET_OUT_OF_RANGE
-                decision = handoff.kafka_out_of_range(kafka_log_start, None if held is None else (held[0], held[1] - 1))
+                decision = handoff.kafka_out_of_range(at, kafka_log_start, None if held is None else (held[0], held[1] - 1))
                 refused = isinstance(decision, ReadFrom) and decision.source is Source.REMOTE
                 continue
             pieces.append(Piece(Source.KAFKA, at, end))  # once on Kafka a read stays there (no event moves it back)

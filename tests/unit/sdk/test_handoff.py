@@ -221,7 +221,7 @@ class Driver:
             if self.mode in (Mode.KAFKA_PREFERRED, Mode.REMOTE_PREFERRED) and not world.authorized:
                 self.act(machine.authorization_failed())  # the consumer asks the gateway for remote's extent
                 return True
-            self.act(machine.kafka_out_of_range(world.kafka_start, world.remote))
+            self.act(machine.kafka_out_of_range(p, world.kafka_start, world.remote))
             return True
         if p >= world.end:
             return False
@@ -351,6 +351,6 @@ def test_resuming_inside_an_open_transaction_never_goes_back() -> None:
 def test_kafka_preferred_returns_to_kafka_at_the_reported_log_start() -> None:
     machine = Handoff(Mode.KAFKA_PREFERRED, kafka_configured=True, gap_skip=False)
     assert machine.start(0, lambda: pytest.fail("KAFKA_PREFERRED does not ask remote storage")) == ReadFrom(Source.KAFKA, 0)
-    assert machine.kafka_out_of_range(100, (0, 150)) == ReadFrom(Source.REMOTE, 0)
+    assert machine.kafka_out_of_range(0, 100, (0, 150)) == ReadFrom(Source.REMOTE, 0)
     assert machine.delivered(Source.REMOTE, 60) is None
     assert machine.delivered(Source.REMOTE, 100) == ReadFrom(Source.KAFKA, 100)

@@ -155,7 +155,7 @@ def test_split_drives_the_handoff() -> None:
     that Kafka refused below its log start reads remote storage up to it, then Kafka)."""
     handoff = Handoff(K, kafka_configured=True, gap_skip=True)
     assert handoff.start(0, lambda: True) == ReadFrom(Source.KAFKA, 0)
-    assert handoff.kafka_out_of_range(10, (0, 59)) == ReadFrom(Source.REMOTE, 0)
+    assert handoff.kafka_out_of_range(0, 10, (0, 59)) == ReadFrom(Source.REMOTE, 0)
     assert handoff.delivered(Source.REMOTE, 10) == ReadFrom(Source.KAFKA, 10)
     assert split(K, 0, 100, (0, 60), 10) == [Piece(Source.REMOTE, 0, 10), Piece(Source.KAFKA, 10, 100)]
 
