@@ -23,7 +23,11 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from tiered_kafka_gateway.config import GatewaySettings
+from tiered_kafka_gateway import sessions
 from tiered_kafka_gateway.deps import Authenticate
+from tiered_kafka_gateway.http_guards import HttpGuards
+from tiered_kafka_gateway.sessions import Sessions
+from tiered_kafka_gateway.tokens import TokenBook, declare_security
 from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.errors import GuardUnexpected, install_handlers
 from tiered_kafka_gateway.metrics import GatewayMetrics
@@ -65,6 +69,18 @@ class _RouteTiming:
             self.metrics.observe(route, status, time.perf_counter() - start)
 
 
+def _declare_security(app: FastAPI) -> None:
+    """The app's OpenAPI description declares its security schemes (``tokens.declare_security``)."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_security(plain())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Nothing to open (``create_app`` did); on shutdown, close every pool (module docstring)."""
@@ -82,7 +98,10 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         description="Turns (topic, partition, offset) into presigned, batch-aligned S3 byte ranges of Kafka segments.",
         generate_unique_id_function=_operation_id,
         lifespan=lifespan,
+        docs_url=None,  # no Swagger UI or ReDoc: they load scripts from a CDN (issue 36); openapi/openapi.json is the description
+        redoc_url=None,
     )
+    _declare_security(app)
     app.state.settings = settings
     app.state.readers = build_sources(settings)  # the one place the clusters' Redis and S3 clients are made
     app.state.metrics = GatewayMetrics(app.state.readers)
@@ -93,10 +112,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(rsm_ranges.router)
     app.include_router(ui.router)
+    app.include_router(sessions.router)
+    app.state.sessions = Sessions(settings, TokenBook(settings))
 
     # outermost last: timing sees every answer, an escaped exception becomes a 500 with an id,
     # and authentication runs before routing (so unrouted paths answer 401 alike too)
-    app.add_middleware(Authenticate, settings=settings)
+    app.add_middleware(Authenticate, settings=settings, sessions=app.state.sessions)
     app.add_middleware(GuardUnexpected)
     app.add_middleware(_RouteTiming, metrics=app.state.metrics)
+    app.add_middleware(HttpGuards, settings=settings)  # outermost: Host allowlist and exposure before anything (http_guards)
     return app

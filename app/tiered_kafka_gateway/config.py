@@ -70,11 +70,11 @@ from typing import Any
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_serializer, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
-from tiered_kafka.registry import check_url
+from tiered_kafka.registry import check_url, describe_url
 from tiered_kafka_service.support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
@@ -88,6 +88,8 @@ KAFKA_SECURITY_PREFIXES = ("sasl.", "ssl.")
 class RsmSettings(BaseModel):
     """Where a KIP-405 cluster's RemoteStorageManager writes (Aiven's ``storage.s3.*`` and
     ``key.prefix``), and the private keys of its ``encryption.key.pair.id``s."""
+
+    model_config = ConfigDict(extra="forbid")  # unknown keys refused in every section (module doc)
 
     bucket: str
     key_prefix: str = ""
@@ -123,6 +125,8 @@ class RsmSettings(BaseModel):
 
 
 class ClusterSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     kind: Literal["agent", "kip405"] = "agent"
     redis_url: str | None = None
     s3: S3Location | None = None
@@ -141,6 +145,11 @@ class ClusterSettings(BaseModel):
         if other:
             raise ValueError(f"only security.protocol, enable.ssl.certificate.verification, sasl.* and ssl.* may be set, not {', '.join(other)}")
         return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v) for k, v in values.items()}
+
+    def __repr_args__(self) -> Any:
+        """The fields as pydantic shows them, ``redis_url`` without its password (``describe_url``; issue 36)."""
+        for name, value in super().__repr_args__():
+            yield name, (describe_url(value) if name == "redis_url" and isinstance(value, str) else value)
 
     def kafka_client_config(self) -> dict[str, str]:
         """``kafka_security`` with its secrets revealed: for a librdkafka client's configuration only."""
@@ -167,6 +176,8 @@ class ClusterSettings(BaseModel):
 
 
 class CacheSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     index_bytes: int = Field(64 * MIB, ge=4096)
     header_bytes: int = Field(64 * MIB, ge=4096)
     batch_index_bytes: int = Field(256 * MIB, ge=4096)
@@ -186,6 +197,7 @@ class TokenGrant(BaseModel):
 
     topics: list[str]
     clusters: list[str] | None = None
+    metrics: bool = False  # may read /metrics (``tokens`` module doc: the decision)
 
     @field_validator("topics")
     @classmethod
@@ -195,16 +207,42 @@ class TokenGrant(BaseModel):
 
 
 class AuthSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     enabled: bool = False
     allow_anonymous: bool = False
-    # the keys are the secrets themselves: out of every repr (repr=False) and of every error (_grants)
+    # the keys are the secrets themselves: out of every repr (repr=False), of every error (_grants)
+    # and of model_dump (_dump_tokens: a list of entries whose "token" is a SecretStr)
     tokens: dict[str, TokenGrant] = Field({}, repr=False)
+    session_secret: SecretStr | None = None  # HMAC key of the coverage pages' session cookies (``sessions``)
+    session_ttl_s: int = Field(8 * 3600, ge=60, le=7 * 86400)
+
+    @field_validator("session_secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < 32:
+            raise ValueError("must be at least 32 characters (the same on every replica behind one address)")
+        return secret
+
+    @field_serializer("tokens")
+    def _dump_tokens(self, tokens: dict[str, TokenGrant]) -> list[dict[str, Any]]:
+        """``[{"token": SecretStr, "topics": ..., "clusters": ..., "metrics": ...}, ...]``: no token as a
+        plain key of a dump (issue 36); ``_grants`` reads this form back."""
+        return [{"token": SecretStr(token), **grant.model_dump()} for token, grant in tokens.items()]
 
     @field_validator("tokens", mode="before")
     @classmethod
     def _grants(cls, tokens: Any) -> dict[str, TokenGrant]:
         """Each entry as a ``TokenGrant`` (a list is its topics, on every cluster). Validated here
         rather than by pydantic's dict validation, whose error location is the key: the token."""
+        if isinstance(tokens, list):  # the dump's form (_dump_tokens): entries naming their token
+            entries = {}
+            for number, entry in enumerate(tokens, 1):
+                if not isinstance(entry, dict) or "token" not in entry:
+                    raise ValueError(f"entry {number} of {len(tokens)}: expected {{token: ..., topics: [...]}}")
+                token = entry["token"].get_secret_value() if isinstance(entry["token"], SecretStr) else entry["token"]
+                entries[token] = {k: v for k, v in entry.items() if k != "token"}
+            tokens = entries
         if not isinstance(tokens, dict):
             raise ValueError("must map each token to its topic patterns, or to {topics: [...], clusters: [...]}")
         grants = {}
@@ -225,11 +263,15 @@ class AuthSettings(BaseModel):
 
 
 class KafkaProxySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     max_concurrency: int = Field(8, ge=1, le=256)
     timeout_s: float = Field(10.0, gt=0, le=120)
 
 
 class TimeoutSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     redis_s: float = Field(2.0, gt=0)
     s3_s: float = Field(5.0, gt=0)
 
@@ -251,6 +293,15 @@ class GatewaySettings(EnvironmentFirstSettings):
     rsm_url_secret: SecretStr | None = None
     rsm_url_ttl_s: int = Field(60, ge=1, le=3600)
     public_url: str | None = Field(None, pattern=r"^https?://[^?#]+$")
+    allowed_hosts: list[str] = ["localhost"]  # Host header names answered, besides IP literals (http_guards)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if host != "*" and not re.fullmatch(r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", host):
+                raise ValueError(f"{host!r} is not a host name, *.domain, or *")
+        return [h.lower() for h in hosts]
 
     @model_validator(mode="after")
     def _rsm_secret(self) -> GatewaySettings:

@@ -26,15 +26,16 @@ data it asked for: a caller that names a topic gets the 403.
 
 The probes need no token: ``/healthz``; ``/readyz``, which names the clusters in its body only for
 an authenticated caller (a load balancer without a token sees the status alone); the OpenAPI
-description and its documentation pages. ``/metrics`` (cluster names are its labels) needs a token
-when auth is enabled (Prometheus sends one with ``authorization:`` in the scrape config).
+description, and the login and logout pages of the coverage pages (``sessions``). ``/metrics``
+(cluster names are its labels) needs, when auth is enabled, a token whose grant says ``"metrics":
+true`` (Prometheus sends it with ``authorization:`` in the scrape config; ``tokens`` module doc: the
+decision); any other token gets 403 ``metrics_not_authorized``. The pages under ``/ui/`` also accept
+the session cookie of the browser login (``sessions``), with the grant of the token it was issued
+for; without credentials they answer 401 with a link to the login page.
 """
 
 from __future__ import annotations
 
-import hmac
-import re
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
@@ -42,24 +43,16 @@ from fastapi import Depends, Path, Request
 from tiered_kafka.topic_names import topic_name_problem
 from tiered_kafka_gateway.config import CLUSTER_NAME, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, error_response, topic_authorization_failed
+from tiered_kafka_gateway.sessions import LOGIN_PATH, LOGOUT_PATH, SESSION_COOKIE, Sessions, cookie_of, login_required_page
 from tiered_kafka_gateway.sources import ClusterSource
+from tiered_kafka_gateway.tokens import Access, TokenBook
+from tiered_kafka_gateway.ui import UI_PREFIX
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+__all__ = ["Access", "Authenticate", "visible_clusters"]  # Access lives in tokens (the one rule); re-exported here
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", LOGIN_PATH, LOGOUT_PATH})
 PUBLIC_PREFIXES = ("/rsm-ranges/v1/",)  # signed byte-range URLs: the URL is the credential (rsm_urls)
 _ACCESS_KEY = "tiered_kafka_gateway.access"  # where Authenticate leaves the caller's Access in the ASGI scope
 UNAUTHENTICATED_MESSAGE = "a valid bearer token or X-API-Key is required"
-
-
-@dataclass(frozen=True)
-class Access:
-    patterns: tuple[re.Pattern[str], ...] | None  # None: every topic (auth disabled)
-    clusters: frozenset[str] | None = None  # None: every cluster
-
-    def allows(self, topic: str) -> bool:
-        return self.patterns is None or any(p.fullmatch(topic) for p in self.patterns)
-
-    def sees(self, cluster: str) -> bool:
-        return self.clusters is None or cluster in self.clusters
 
 
 def visible_clusters(settings: GatewaySettings, caller: Access) -> list[str]:
@@ -71,24 +64,27 @@ class Authenticate:
     """ASGI middleware: step 1 of the module docstring; leaves the caller's ``Access`` (or None,
     unauthenticated on a public path) in the scope for the ``access`` dependency."""
 
-    def __init__(self, app: Any, settings: GatewaySettings) -> None:
+    def __init__(self, app: Any, settings: GatewaySettings, sessions: Sessions | None = None) -> None:
         self.app = app
         self.enabled = settings.auth.enabled
-        self.tokens = [
-            (known.encode(), Access(tuple(re.compile(p) for p in grant.topics), None if grant.clusters is None else frozenset(grant.clusters)))
-            for known, grant in settings.auth.tokens.items()
-        ]
+        self.book = TokenBook(settings)  # the one token rule (tokens module doc)
+        self.sessions = sessions
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            access = Access(None) if not self.enabled else self._authenticate(scope)
-            if access is None and scope.get("path") not in PUBLIC_PATHS and not scope.get("path", "").startswith(PUBLIC_PREFIXES):
-                await error_response(ErrorCode.UNAUTHORIZED, UNAUTHENTICATED_MESSAGE)(scope, receive, send)
+            access = self.book.access(None) if not self.enabled else self._authenticate(scope)
+            path = scope.get("path", "")
+            if access is None and path not in PUBLIC_PATHS and not path.startswith(PUBLIC_PREFIXES):
+                if self.sessions is not None and self.sessions.enabled and _is_page(path):
+                    await login_required_page()(scope, receive, send)  # a browser: the way in (sessions)
+                else:
+                    await error_response(ErrorCode.UNAUTHORIZED, UNAUTHENTICATED_MESSAGE)(scope, receive, send)
                 return
             scope[_ACCESS_KEY] = access
         await self.app(scope, receive, send)
 
     def _authenticate(self, scope: dict[str, Any]) -> Access | None:
+        """The header's token's access; on a page without one, the session cookie's (``sessions``)."""
         token: bytes | None = None
         for name, value in scope.get("headers", ()):
             if name == b"authorization" and value[:7].lower() == b"bearer ":
@@ -97,12 +93,15 @@ class Authenticate:
             if name == b"x-api-key" and token is None:
                 token = value
         if token is None:
+            if self.sessions is not None and _is_page(scope.get("path", "")):
+                return self.sessions.access(cookie_of(scope.get("headers", ()), SESSION_COOKIE))
             return None
-        found = None
-        for known, grant in self.tokens:  # every token compared: the time taken does not depend on which matched
-            if hmac.compare_digest(known, token):
-                found = grant
-        return found
+        return self.book.access(token)
+
+
+def _is_page(path: str) -> bool:
+    """A coverage page (the session cookie authenticates those only: ``sessions`` module doc)."""
+    return path == UI_PREFIX or path.startswith(UI_PREFIX + "/")
 
 
 async def settings(request: Request) -> GatewaySettings:

@@ -92,6 +92,10 @@ class ErrorCode(enum.Enum):
     RSM_URL_REFUSED = (403, "rsm_url_refused")  # a byte-range URL of an encrypted RSM segment: bad signature, expired, other range (rsm_urls)
     RSM_DECRYPTION_FAILED = (502, "rsm_decryption_failed")  # an RSM data key or chunk does not decrypt: wrong key, tampered tag, truncated
     BATCH_TOO_LARGE = (422, "batch_too_large")  # one batch decompresses past max_decoded_bytes (records module doc)
+    HOST_NOT_ALLOWED = (403, "host_not_allowed")  # a Host header not in allowed_hosts (http_guards: DNS rebinding)
+    ANONYMOUS_BEYOND_LOOPBACK = (403, "anonymous_beyond_loopback")  # no auth, reached beyond loopback (http_guards)
+    METRICS_NOT_AUTHORIZED = (403, "metrics_not_authorized")  # a token without "metrics": true (tokens module doc)
+    CSRF_REFUSED = (403, "csrf_refused")  # a state-changing form without its CSRF token or from another origin (sessions)
 
     @property
     def status(self) -> int:

@@ -9,7 +9,7 @@ starts after it). ``out_of_range``: the 416 for an offset the source does not ho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tiered_kafka.read_plan import ByteRange
@@ -22,7 +22,7 @@ from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 class Plan:
     segment: RemoteSegment
     ranges: list[ByteRange]
-    urls: list[str]
+    urls: list[str] = field(repr=False)  # presigned: each is a credential for its range (issue 36: out of reprs)
     expires_at_ms: int
     gap: Gap | None  # set when the requested offset fell in a gap and the plan starts after it
     transformed: list[Any] | None = None  # per range, a models.ChunkedRange or None (compressed KIP-405 segments: rsm_reader)

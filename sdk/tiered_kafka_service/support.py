@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from tiered_kafka.errors import ConfigError
@@ -22,6 +22,8 @@ SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 class S3Location(BaseModel):
     """Where a cluster's segments live in S3, and how to reach it (agent and gateway settings)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused, not ignored (issue 36)
 
     bucket: str
     prefix: str = ""

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.fixtures import FIXTURES, MANIFEST
 from tests.support.kafka_clients import create_topic, produce_numbered
@@ -22,7 +23,7 @@ from tiered_kafka_gateway.config import load_settings
 
 
 def gateway_client(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> TestClient:
-    return TestClient(create_app(gateway_settings(agent, s3_server, bootstrap, **overrides)))
+    return TestClient(create_app(gateway_settings(agent, s3_server, bootstrap, **overrides)), base_url=LOCAL_URL)
 
 
 def gateway_settings(agent: AgentSettings, s3_server: Any, bootstrap: str | None = None, **overrides: Any) -> Any:

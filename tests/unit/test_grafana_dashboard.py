@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.local_url import LOCAL_URL
 from tiered_kafka_agent.metrics import AgentMetrics
 from tiered_kafka_gateway.app import create_app
 from tiered_kafka_gateway.config import load_settings
@@ -53,7 +54,7 @@ def agent_series() -> dict[str, set[str]]:
 
 def gateway_series() -> dict[str, set[str]]:
     settings = load_settings(clusters={"c1": {"redis_url": "redis://127.0.0.1:1", "s3": {"bucket": "b", "endpoint_url": "http://127.0.0.1:1"}}})
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL_URL) as client:
         assert client.get("/healthz").status_code == 200
         scrape = client.get("/metrics")
     assert scrape.status_code == 200

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tiered_kafka_gateway.deps import caller_of
-from tiered_kafka_gateway.errors import hidden_failure
+from tiered_kafka_gateway.errors import ErrorCode, error_response, hidden_failure
 from tiered_kafka_gateway.models import ErrorResponse, Health
 
 router = APIRouter()
@@ -88,8 +88,14 @@ def ready(request: Request) -> Response:
     operation_id="metrics",
     summary="Prometheus metrics",
     response_class=Response,
-    responses={401: {"model": ErrorResponse, "description": "auth is enabled and no valid token was given"}},
+    responses={
+        401: {"model": ErrorResponse, "description": "auth is enabled and no valid token was given"},
+        403: {"model": ErrorResponse, "description": 'metrics_not_authorized: the token\'s grant lacks "metrics": true'},
+    },
 )
 async def metrics(request: Request) -> Response:
+    caller = caller_of(request)
+    if caller is None or not caller.metrics:  # a token that names metrics only (tokens module doc: the decision)
+        return error_response(ErrorCode.METRICS_NOT_AUTHORIZED, 'this token may not read /metrics: a scrape token\'s grant says "metrics": true')
     request.app.state.metrics.refresh(request.app.state.readers)
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

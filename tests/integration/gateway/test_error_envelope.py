@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.agent_env import agent_settings
 from tests.support.fixtures import FIXTURES
 from tests.support.gateway_env import gateway_settings, pinterest_bucket
@@ -33,7 +34,7 @@ def agent(redis_server, s3_server, s3_bucket):
 
 
 def test_unrouted_paths_and_wrong_methods_answer_in_the_error_envelope(agent, s3_server) -> None:
-    client = TestClient(create_app(gateway_settings(agent, s3_server)))
+    client = TestClient(create_app(gateway_settings(agent, s3_server)), base_url=LOCAL_URL)
     plan = f"/v1/clusters/{agent.cluster}/topics/served/partitions/0/plan?offset=0"
     assert client.get(plan).status_code == 200
     unrouted = client.get("/v1/no-such-route")
@@ -56,7 +57,7 @@ def test_an_unexpected_exception_is_a_500_internal_error_whose_id_is_logged(agen
     app = create_app(gateway_settings(agent, s3_server, cache={"segment_ttl_s": 0}))
     reader = app.state.readers[agent.cluster]
     reader.registry = BrokenRegistry(reader.redis, reader.name)
-    client = TestClient(app)  # raise_server_exceptions stays on: the exception must not escape the app
+    client = TestClient(app, base_url=LOCAL_URL)  # raise_server_exceptions stays on: the exception must not escape the app
     with caplog.at_level(logging.ERROR, logger="tiered_kafka_gateway.errors"):
         response = client.get(f"/v1/clusters/{agent.cluster}/topics/served/partitions/0/plan?offset=0")
     assert response.status_code == 500 and response.headers["content-type"] == "application/json"

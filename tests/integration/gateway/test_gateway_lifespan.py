@@ -18,6 +18,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.agent_env import agent_settings
 from tests.support.gateway_env import gateway_settings, pinterest_bucket, unique_topic
 from tests.support.kafka_clients import create_topic
@@ -69,7 +70,7 @@ def test_shutdown_closes_redis_s3_kafka_and_threads(kafka_server, redis_server, 
     s3_before, broker_before = connections_to(s3_port), connections_to(broker_port)
     threads_before = set(threading.enumerate())
     app = create_app(settings)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL_URL) as client:
         answer = client.get(f"/v1/clusters/{agent.cluster}/topics/{topic}/partitions/0")  # registry, S3 listing, Kafka offsets
         assert answer.status_code == 200, answer.text
         assert answer.json()["remote"]["earliest_offset"] == 0 and answer.json()["kafka"] is not None

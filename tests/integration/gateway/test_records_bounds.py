@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.gateway_env import gateway_client, gateway_settings, uploaded_partition
 from tests.support.kafka_clients import create_topic
@@ -48,7 +49,7 @@ def test_a_thousandfold_batch_is_decoded_within_the_bound_and_read_on_exactly(ka
     url = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/records"
     offsets: list[int] = []
     peaks: list[int] = []
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL_URL) as client:
         offset = 0
         while offset < BOMBS:
             tracemalloc.start()
@@ -77,7 +78,7 @@ def test_a_plan_presigns_a_bounded_number_of_ranges_and_continues_exactly(kafka_
     app = create_app(gateway_settings(settings, s3_server).model_copy(update={"max_ranges_per_plan": 3}))
     url = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/plan"
     segment = registry_for(settings).segments(topic, 0)[0]
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL_URL) as client:
         reader = app.state.readers[settings.cluster]
         client.get(url, params={"offset": 0, "range_bytes": 4096})  # the first plan comes from the sparse index (coarse); exact ones follow
         assert reader.wait_for_background_loads()
@@ -117,7 +118,7 @@ def app_presigns(client: TestClient, cluster: str) -> int:
 def test_readyz_checks_each_dependency_at_most_once_a_second(tmp_path, redis_server, s3_server, s3_bucket) -> None:
     settings = agent_settings(tmp_path, redis_server, s3_server, s3_bucket)
     app = create_app(gateway_settings(settings, s3_server))
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL_URL) as client:
         reader = app.state.readers[settings.cluster]
         calls = []
         real = reader.check

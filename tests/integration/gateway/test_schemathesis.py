@@ -34,6 +34,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.gateway_env import gateway_client, unique_topic, uploaded_partition
 from tests.support.agent_env import registry_for
 
@@ -135,7 +136,7 @@ def test_unreachable_redis_is_a_503_registry_unavailable_not_a_500_nor_a_hang(tm
             bucket, prefix, entropy_bits = s3_bucket, "tiered", 3
 
     # the app's answer to an escaped exception is checked, rather than the exception re-raised in the test
-    client = TestClient(gateway_client(Agent, s3_server, timeouts={"redis_s": 0.5, "s3_s": 2}).app, raise_server_exceptions=False)  # type: ignore[arg-type]
+    client = TestClient(gateway_client(Agent, s3_server, timeouts={"redis_s": 0.5, "s3_s": 2}).app, raise_server_exceptions=False, base_url=LOCAL_URL)  # type: ignore[arg-type]
     base = "/v1/clusters/unreachable/topics/t/partitions/0"
     urls = [f"{base}/plan?offset=0", base, f"{base}/offsets?timestamp=0", "/v1/clusters/unreachable/topics"]
     urls += [f"{base}/records?offset=0&mode={mode}" for mode in ("REMOTE_ONLY", "REMOTE_PREFERRED")]

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.gateway_env import gateway_settings, uploaded_partition
 from tests.support.kafka_clients import create_topic
@@ -38,7 +39,7 @@ def test_every_path_checks_every_object_key_also_without_the_info_hash(kafka_ser
     assert registry.client.delete(keys.info) == 1
     app = create_app(gateway_settings(settings, s3_server))
     touched: list[str] = []
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL_URL) as client:
         objects = app.state.readers[settings.cluster].objects
         real_get, real_presign = objects.get, objects.presign
         objects.get = lambda key, byte_range=None: touched.append(key) or real_get(key, byte_range)
@@ -90,7 +91,7 @@ def test_offsets_for_a_timestamp_decode_within_max_decoded_bytes(kafka_server, r
     settings = _uploaded_topic(kafka_server, redis_server, s3_server, s3_bucket, topic, write)
     first = registry_for(settings).segments(topic, 0)[0]
     assert first.size < 200_000  # the bomb is small on disk
-    with TestClient(create_app(gateway_settings(settings, s3_server, max_decoded_bytes=MIB))) as client:
+    with TestClient(create_app(gateway_settings(settings, s3_server, max_decoded_bytes=MIB)), base_url=LOCAL_URL) as client:
         base = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0"
         for level in ("read_uncommitted", "read_committed"):
             response = client.get(base + "/offsets", params={"timestamp": 0, "isolation_level": level})
@@ -111,7 +112,7 @@ def test_kafka_proxied_records_count_headers_in_max_bytes(kafka_server, tmp_path
         producer.produce(topic, value=b"v%d" % i, headers=[("big", bytes(100_000))], partition=0)
     producer.flush(30)
     settings = agent_settings(tmp_path, redis_server, s3_server, s3_bucket)
-    with TestClient(create_app(gateway_settings(settings, s3_server, kafka_server.bootstrap_servers))) as client:
+    with TestClient(create_app(gateway_settings(settings, s3_server, kafka_server.bootstrap_servers)), base_url=LOCAL_URL) as client:
         url = f"/v1/clusters/{settings.cluster}/topics/{topic}/partitions/0/records"
         body = client.get(url, params={"offset": 0, "max_bytes": 250_000, "max_records": 100, "mode": "KAFKA_ONLY"}).json()
     assert body["source"] == "kafka", body.get("error")
@@ -124,7 +125,7 @@ def test_kafka_proxied_records_count_headers_in_max_bytes(kafka_server, tmp_path
 def test_topic_names_kafka_forbids_are_refused_at_once(name, kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
     """The review's case: ``..`` hung 10 s on the Kafka proxy and answered 503; ``.`` got no answer."""
     settings = agent_settings(tmp_path, redis_server, s3_server, s3_bucket)
-    with TestClient(create_app(gateway_settings(settings, s3_server, kafka_server.bootstrap_servers))) as client:
+    with TestClient(create_app(gateway_settings(settings, s3_server, kafka_server.bootstrap_servers)), base_url=LOCAL_URL) as client:
         base = f"/v1/clusters/{settings.cluster}/topics/{name}"
         for path in ("/partitions/0", "/partitions/0/records", "/partitions/0/plan?offset=0", "/partitions/0/offsets?timestamp=0"):
             started = time.monotonic()

@@ -12,6 +12,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tiered_kafka.errors import (
     ConfigError,
     CorruptIndexError,
@@ -37,7 +38,7 @@ def answers(raise_it: Callable[[], None]) -> tuple[int, dict[str, object]]:
         raise_it()
 
     app.add_middleware(GuardUnexpected)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOCAL_URL) as client:
         response = client.get("/v1/clusters/c1/x")
     return response.status_code, response.json()["error"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.local_url import LOCAL_URL
 from tests.unit.gateway.fakes import TOPIC, transactional_cluster
 from tiered_kafka_gateway import rsm_urls
 from tiered_kafka_gateway.app import create_app
@@ -37,7 +38,7 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClie
     unreachable = app.state.readers["c1"]
     app.state.readers["c1"] = transactional_cluster(tmp_path).reader  # c1's data, from fakes
     unreachable.close()
-    with TestClient(app) as test_client:  # the lifespan closes the readers
+    with TestClient(app, base_url=LOCAL_URL) as test_client:  # the lifespan closes the readers
         yield test_client
 
 
@@ -78,6 +79,6 @@ def test_rsm_ranges_answers_one_message_for_an_unknown_cluster_another_kind_and_
     assert len(set(map(repr, answers.values()))) == 1, answers
     assert answers["nowhere"] == (403, {"error": {"code": "rsm_url_refused", "message": rsm_urls.REFUSED_MESSAGE}})
     # a correctly signed URL naming a cluster of another kind (only a gateway with the same secret could sign it): the same answer
-    signed = rsm_urls.signed_url("http://testserver", SECRET.encode(), "c1", "p/t-0/0.log", 0, 10, 60)
+    signed = rsm_urls.signed_url(LOCAL_URL, SECRET.encode(), "c1", "p/t-0/0.log", 0, 10, 60)
     answer = client.get(signed, headers={"Range": "bytes=0-9"})
     assert (answer.status_code, answer.json()) == answers["nowhere"]
