@@ -27,6 +27,12 @@ What each mode does where remote storage cannot serve an offset:
   with the first offset after it that a tier holds.
 - *Between the tiers* (remote storage ends below Kafka's log start, so neither holds the offsets
   in between): a gap, handled the same way.
+- *auto.offset.reset moves forward* (from a position no tier the mode reads holds, to the first
+  offset after it that one holds): offsets that some tier holds all the same (remote storage under
+  KAFKA_ONLY, say) are never passed silently: the partition gets an OFFSET_OUT_OF_RANGE error
+  message naming them and their tier, then reading goes on. A position a tier the mode reads holds
+  is never reset: a refusal there was stale. Kafka's OFFSET_OUT_OF_RANGE about an offset that is
+  not the position is stale and changes nothing (``consumer/handoff.py``).
 - *TOPIC_AUTHORIZATION_FAILED* (the gateway's 403 ``topic_authorization_failed``): in every mode
   the partition gets an error, with Kafka's code, and makes no further progress until the
   application seeks or changes the mode. It never waits silently. It never falls back to Kafka

@@ -19,6 +19,9 @@ auto.offset.reset=error and no valid offset        _AUTO_OFFSET_RESET          a
 a recorded gap, ``tiered.remote.gap.policy=error`` OFFSET_OUT_OF_RANGE         met again by the next read until the
 (``RemoteGapError``), or remote data gone                                      application seeks past it
 (``OffsetOutOfRangeError``)
+auto.offset.reset moved the position forward      OFFSET_OUT_OF_RANGE         the partition goes on at the new
+over offsets some tier holds (e.g. remote storage                              position; the message names the
+under KAFKA_ONLY; ``positions``)                                               offsets and which tier holds them
 the gateway knows no such partition (404)          UNKNOWN_TOPIC_OR_PART       retried by the next poll
 corrupt remote data (``FormatError``)              INVALID_MSG (Kafka's        retried by the next poll
                                                    CORRUPT_MESSAGE)
