@@ -42,7 +42,7 @@ installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok
 
 # --- Debian packages -------------------------------------------------------------------------------------
 missing=()
-for pkg in redis-server zookeeper haproxy chromium; do
+for pkg in redis-server zookeeper haproxy chromium kcat; do  # kcat: a librdkafka client of the Kafka listener (its tests)
   installed "$pkg" || missing+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
@@ -72,7 +72,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   "${as_root[@]}" apt-get update -q
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 else
-  log "Debian packages present: redis-server zookeeper haproxy chromium java"
+  log "Debian packages present: redis-server zookeeper haproxy chromium kcat java"
 fi
 
 # --- checks the launchers rely on ------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import uvicorn
 from tiered_kafka.errors import ConfigError
 from tiered_kafka_gateway.config import ENV_PREFIX, check_exposure, load_settings
 from tiered_kafka_gateway.metrics import MULTIPROC_ENV
+from tiered_kafka_gateway.kafka_listener.runner import check_listeners
 
 
 @contextlib.contextmanager
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         check_exposure(settings, args.host)
+        check_listeners(settings)  # each cluster's Kafka listener (started by the app's lifespan: kafka_listener.runner)
     except ConfigError as err:
         print(f"tiered-kafka-gateway: {err}", file=sys.stderr)
         return 2

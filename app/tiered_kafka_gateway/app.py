@@ -83,8 +83,15 @@ def _declare_security(app: FastAPI) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Nothing to open (``create_app`` did); on shutdown, close every pool (module docstring)."""
-    yield
+    """Nothing to open (``create_app`` did) but the Kafka listeners of clusters that have one
+    (``kafka_listener.runner``); on shutdown, close them and every pool (module docstring)."""
+    from tiered_kafka_gateway.kafka_listener import runner
+
+    listeners = await runner.start(app)
+    try:
+        yield
+    finally:
+        await listeners.stop()
     readers: dict[str, ClusterSource] = app.state.readers
     kafka_offsets.close_pools(readers)
     for reader in readers.values():

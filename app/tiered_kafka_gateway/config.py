@@ -8,6 +8,8 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     clusters.{name}.s3.bucket / prefix / entropy_bits / endpoint_url / region
     clusters.{name}.s3.access_key_id / secret_access_key   (default: boto3's credential chain)
     clusters.{name}.bootstrap_servers           Kafka, for broker offsets and proxied reads (optional)
+    clusters.{name}.kafka_listener              a Kafka-protocol listener serving this cluster to any Kafka client
+                                                (port, host, advertised_host, mode, ...: kafka_listener.settings)
     clusters.{name}.kafka_security              librdkafka's security settings for that Kafka, passed through as is:
                                                 security.protocol, enable.ssl.certificate.verification, sasl.*, ssl.*
                                                 (e.g. {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
@@ -75,6 +77,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
 from tiered_kafka.registry import check_url, describe_url
+from tiered_kafka_gateway.kafka_listener.settings import KafkaListenerSettings
 from tiered_kafka_service.support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
 
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
@@ -133,6 +136,7 @@ class ClusterSettings(BaseModel):
     rsm: RsmSettings | None = None
     bootstrap_servers: str | None = None
     kafka_security: dict[str, SecretStr] = {}
+    kafka_listener: KafkaListenerSettings | None = None  # a Kafka-protocol listener for this cluster (kafka_listener.settings)
 
     @field_validator("kafka_security", mode="before")
     @classmethod

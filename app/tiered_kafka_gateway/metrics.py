@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 
 from tiered_kafka_service.processes import pid_exists
 from tiered_kafka_gateway import kafka_offsets
+from tiered_kafka_gateway.kafka_listener.metrics import ListenerMetrics
 
 PREFIX = "tiered_kafka_gateway"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -118,6 +119,7 @@ class GatewayMetrics:
         self.cache_bytes = Gauge(f"{PREFIX}_cache_bytes", "Estimated bytes held by an in-memory cache (live workers)", labels, registry=own, multiprocess_mode="livesum")
         self.cache_capacity = Gauge(f"{PREFIX}_cache_capacity_bytes", "The bytes an in-memory cache may hold (live workers)", labels, registry=own, multiprocess_mode="livesum")
         self.cache_entries = Gauge(f"{PREFIX}_cache_entries", "Entries held by an in-memory cache (live workers)", labels, registry=own, multiprocess_mode="livesum")
+        self.listener = ListenerMetrics(own)  # the Kafka-protocol listener's (kafka_listener.metrics)
         path = multiprocess_dir()
         self.registry = CollectorRegistry()
         self.registry.register(_WithHitRatio(_LiveWorkers(path) if path else own))

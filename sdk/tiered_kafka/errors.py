@@ -43,6 +43,9 @@ derive from ``TieredKafkaError``)::
     ├── BackfillCheckError          [spark.backfill] the Parquet written differs from the registry
     ├── Refused                     [cli] nothing (more) of what the CLI was asked can be read (exit 1)
     ├── GatewayError                [tiered_kafka_gateway.errors] an answer the gateway decides (its ErrorCode)
+    ├── KafkaProtocolError          [tiered_kafka_gateway.kafka_listener.codec] a Kafka-protocol frame the listener cannot read
+    │   └── UnsupportedRequest      [tiered_kafka_gateway.kafka_listener.framing] an API key or version the listener does not serve
+    ├── KafkaUpstreamError          [tiered_kafka_gateway.kafka_listener.upstream] the listener's Kafka connection failed (retriable)
     └── AgentError                  [tiered_kafka_agent.errors] the agent's own work failed
         ├── LeadershipError         [tiered_kafka_agent.leadership.watcher] no initial leadership view (retriable)
         ├── AuditError              [tiered_kafka_agent.audit] the audit could not be carried out
