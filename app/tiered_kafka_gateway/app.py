@@ -87,7 +87,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     (``kafka_listener.runner``); on shutdown, close them and every pool (module docstring)."""
     from tiered_kafka_gateway.kafka_listener import runner
 
-    listeners = await runner.start(app)
+    listeners = app.state.kafka_listeners = await runner.start(app)
     try:
         yield
     finally:

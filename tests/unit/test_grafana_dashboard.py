@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +55,26 @@ def agent_series() -> dict[str, set[str]]:
 
 
 def gateway_series() -> dict[str, set[str]]:
-    settings = load_settings(clusters={"c1": {"redis_url": "redis://127.0.0.1:1", "s3": {"bucket": "b", "endpoint_url": "http://127.0.0.1:1"}}})
+    settings = load_settings(clusters={"c1": {"redis_url": "redis://127.0.0.1:1", "s3": {"bucket": "b", "endpoint_url": "http://127.0.0.1:1"},
+                                              "kafka_listener": {"port": 0}}})
     with TestClient(create_app(settings), base_url=LOCAL_URL) as client:
         assert client.get("/healthz").status_code == 200
+        kafka_listener_exchange(client.app.state.kafka_listeners.running["c1"].port)  # type: ignore[attr-defined]
         scrape = client.get("/metrics")
     assert scrape.status_code == 200
     return exported(scrape.text)
+
+
+def kafka_listener_exchange(port: int) -> None:
+    """One ApiVersions v0 request to the Kafka listener, then a frame it refuses: its metrics' children appear."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
+        size = struct.unpack(">i", sock.recv(4))[0]
+        while size > 0:
+            size -= len(sock.recv(size))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", -1))
+        assert sock.recv(1) == b""  # closed
 
 
 @pytest.fixture(scope="module")
