@@ -32,6 +32,7 @@ from tests.support.kafka_clients import create_topic
 from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
 from tiered_kafka.consumer import TieredConsumer
+from tiered_kafka.format.checkpoints import format_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
@@ -228,6 +229,34 @@ def test_ts_consumer_still_reads_the_whole_bucket(handover: Handover, s3_server:
     assert [Kept(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records] == handover.records
 
 
+def test_the_cli_the_coverage_page_and_the_audit_show_the_partition_whole(handover: Handover, tmp_path: Path) -> None:
+    import html
+    import json
+    import re
+
+    import httpx
+
+    from tests.integration.sdk.test_cli_terminal import run, user_env
+    from tiered_kafka_dev.stack import cli_exports
+
+    entries = registry_for(handover.settings).segments(TOPIC, 0)
+    done = run(user_env(tmp_path, **cli_exports(handover.gateway_url, CLUSTER, handover.bootstrap)), "describe", TOPIC, "--json")
+    assert done.returncode == 0, done.stderr
+    partition = json.loads(done.stdout)["partitions"][0]
+    assert (partition["remote"]["earliest_offset"], partition["remote"]["latest_offset"], partition["remote"]["segments"]) == (0, handover.end - 1, len(entries))
+    assert partition["gaps"] == []
+    page = httpx.get(f"{handover.gateway_url}/ui/clusters/{CLUSTER}/topics/{TOPIC}/partitions/0?rows=1000", timeout=30)
+    assert page.status_code == 200, page.text[:500]
+    rows = re.findall(r'<tr class="segment"><td>(\d+)</td><td>(\d+)</td>.*?<td class="note">([^<]+)</td>', page.text)
+    assert [(int(a), int(b), html.unescape(k)) for a, b, k in rows] == [(e.first, e.last_offset, e.object_key) for e in entries]
+    config = tmp_path / "agent.properties"
+    config.write_text(settings_properties(handover.settings))
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TIERED_KAFKA_AGENT_")}
+    audit = subprocess.run([sys.executable, "-m", "tiered_kafka_agent", "audit", "--config", str(config), "--topic", TOPIC, "--bootstrap-servers", handover.bootstrap],
+                           env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
 def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_without_a_tight_loop(
     seed: SeedTopic, seed_dir: Path, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -255,7 +284,7 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
     for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
         copy(bases[0], bases[0], kind)  # their upload of segment 0
     copy(bases[3], bases[2], FileKind.LOG)  # other bytes under segment 2's key
-    s3.put_object(Bucket=s3_bucket, Key=ours.offset_wm_key(topic, 0), Body=str(bases[2]).encode())  # their offset.wm, past segment 1
+    s3.put_object(Bucket=s3_bucket, Key=ours.offset_wm_key(topic, 0), Body=format_offset_wm(bases[2]))  # their offset.wm, past segment 1
     before = _objects(s3, s3_bucket)
     registry = registry_for(settings)
     caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
@@ -277,3 +306,43 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
     assert len(errors) == 1 and failures == 1, errors
     assert ours.segment_key(topic, 0, bases[2], FileKind.LOG) in errors[0] and f"{bases[2]:020d}.log" in errors[0], errors[0]
     assert not [r for r in caplog.records if "ObjectKeyTakenError" in r.getMessage() or "holds another upload" in r.getMessage()]
+
+
+def test_adopt_stops_at_a_hole_the_broker_still_holds_and_records_one_neither_has(
+    seed: SeedTopic, seed_dir: Path, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str
+) -> None:
+    """Their objects for segments 0, 1 and 3 (copied from the seed bucket), none for segment 2. With the partition
+    in this host's log dir from before the hole, adoption registers 0 and 1 and leaves 3 to the agent; with no
+    log dir holding it, the hole is a gap with its reason and 3 is registered after it."""
+    import io
+
+    from tests.support.agent_env import copy_partition
+
+    s3 = s3_server.client()
+    topic = seed_dir.name[:-2]
+    bases = rotated_bases(seed_dir)
+    log_dir = tmp_path / "logs"
+    copy_partition(seed_dir, log_dir)
+    (tmp_path / "empty").mkdir()
+    for cluster, log_dirs in (("holes-local", [log_dir]), ("holes-gone", [tmp_path / "empty"])):
+        keyspace = Keyspace("theirs", cluster, 2)
+        for base in (bases[0], bases[1], bases[3]):
+            for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
+                s3.copy_object(Bucket=s3_bucket, Key=keyspace.segment_key(topic, 0, base, kind), CopySource={"Bucket": seed.bucket, "Key": seed.keyspace.segment_key(topic, 0, base, kind)})
+        settings = agent_settings(log_dirs[0], redis_server, s3_server, s3_bucket, cluster=cluster, s3={"prefix": "theirs", "entropy_bits": 2})
+        registry = registry_for(settings)
+        out = io.StringIO()
+        from tiered_kafka_agent.adopt import adopt_segments
+
+        report = adopt_segments(Agent(settings).store, registry, out, log_dirs=log_dirs)
+        registered = [(e.first, e.last_offset) for e in registry.segments(topic, 0)]
+        if cluster == "holes-local":
+            assert (report.adopted, report.left, report.gaps) == (2, 1, 0), out.getvalue()
+            assert registered == [(bases[0], bases[1] - 1), (bases[1], bases[2] - 1)] and registry.gaps(topic, 0) == []
+            assert "left to the agent" in out.getvalue()
+        else:
+            assert (report.adopted, report.left, report.gaps) == (3, 0, 1), out.getvalue()
+            assert [r[0] for r in registered] == [bases[0], bases[1], bases[3]]
+            gaps = registry.gaps(topic, 0)
+            assert [(g.start_offset, g.end_offset) for g in gaps] == [(bases[2], bases[3] - 1)] and "no longer in the broker's log" in gaps[0].reason
+            assert s3.get_object(Bucket=s3_bucket, Key=keyspace.gap_key(topic, 0, bases[2], bases[3] - 1))  # rebuild finds it
