@@ -28,6 +28,12 @@ class Plan:
     transformed: list[Any] | None = None  # per range, a models.ChunkedRange or None (compressed KIP-405 segments: rsm_reader)
 
 
+def max_ranges_per_plan(settings: Any) -> int:
+    """The ``max_ranges_per_plan`` setting: the most ranges one plan holds, whichever source plans it
+    (``remote`` module doc, "Bounds"; the KIP-405 reader too: issue 36); ``next_offset`` continues after the last."""
+    return int(settings.max_ranges_per_plan)
+
+
 def out_of_range(topic: str, partition: int, offset: int, earliest: int, latest: int) -> GatewayError:
     """The 416 for ``offset`` outside ``earliest..latest`` (module docstring)."""
     error = ErrorCode.OFFSET_NOT_REMOTE if offset > latest else ErrorCode.OFFSET_OUT_OF_RANGE

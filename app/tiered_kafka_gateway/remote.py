@@ -84,7 +84,7 @@ from tiered_kafka.read_plan import (
 )
 from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, Registry, SegmentEntry, connect
 from tiered_kafka.transactions import remote_last_stable_offset
-from tiered_kafka_gateway.plans import Plan, out_of_range
+from tiered_kafka_gateway.plans import Plan, max_ranges_per_plan, out_of_range  # max_ranges_per_plan: re-exported (routes)
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about, hidden_failure
@@ -422,11 +422,6 @@ class ClusterReader(SegmentIndexes, CountsS3):
             status["redis"] = f"unavailable (error id {hidden_failure('redis', f'PING: {err}')})"
         status["s3"] = self.objects.check()
         return status
-
-
-def max_ranges_per_plan(settings: Any) -> int:
-    """The ``max_ranges_per_plan`` setting (module doc, "Bounds")."""
-    return int(settings.max_ranges_per_plan)
 
 
 def _from_entry(entry: SegmentEntry) -> RemoteSegment:

@@ -70,7 +70,7 @@ from tiered_kafka_gateway.caches import LRU, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings, RsmSettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about
 from tiered_kafka_gateway.models import ChunkedRange
-from tiered_kafka_gateway.plans import Plan, out_of_range
+from tiered_kafka_gateway.plans import Plan, max_ranges_per_plan, out_of_range
 from tiered_kafka_gateway.rsm_catalog import UNKNOWN, ListingCatalog, MetadataCatalog, RsmSegment
 from tiered_kafka_gateway.rsm_clipping import ending_with
 from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
@@ -436,7 +436,7 @@ class RsmClusterReader(CountsS3):
                 offset=start,
                 max_bytes=max_bytes,
                 range_bytes=range_bytes or self.settings.range_bytes,
-            )
+            )[: max_ranges_per_plan(self.settings)]  # bounded presigns, as every source (plans.max_ranges_per_plan)
         ttl = self.settings.presign_ttl_s
         transformed: list[ChunkedRange | None] | None = None
         if manifest.encryption is not None:

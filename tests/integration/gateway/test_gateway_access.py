@@ -23,6 +23,7 @@ from tiered_kafka_agent.agent import Agent
 pytestmark = pytest.mark.integration
 
 READER = "r" * 24
+SCRAPER = "s" * 24  # a Prometheus scrape token: metrics, no topic
 OUTSIDER = "o" * 24
 
 
@@ -66,7 +67,7 @@ def test_a_topic_the_token_does_not_cover_is_403_topic_authorization_failed_on_e
 def test_without_a_valid_token_every_path_answers_the_same_401(served, s3_server) -> None:
     """Unauthenticated probing cannot tell an existing cluster, topic or route from others."""
     topic, settings = served
-    client = gateway_client(settings, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"]}})
+    client = gateway_client(settings, s3_server, auth={"enabled": True, "tokens": {READER: ["guard.*"], SCRAPER: {"topics": [], "metrics": True}}})
     cluster = settings.cluster
     paths = [
         "/v1/clusters",
@@ -93,7 +94,8 @@ def test_without_a_valid_token_every_path_answers_the_same_401(served, s3_server
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json() == {"status": "ok", "clusters": {}}
     assert list(client.get("/readyz", headers={"X-API-Key": READER}).json()["clusters"]) == [cluster]
-    assert client.get("/metrics", headers={"X-API-Key": READER}).status_code == 200
+    assert client.get("/metrics", headers={"X-API-Key": READER}).status_code == 403  # /metrics: a token that names it (issue 36)
+    assert client.get("/metrics", headers={"X-API-Key": SCRAPER}).status_code == 200
 
 
 def test_a_plan_for_an_offset_in_a_gap_starts_after_it(kafka_server, tmp_path, redis_server, s3_server, s3_bucket) -> None:
