@@ -214,6 +214,7 @@ class GatewayServer:
         from tiered_kafka_gateway.app import create_app
 
         self.url = f"http://127.0.0.1:{port}"
+        self.settings = settings
         self._server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, name="gateway", daemon=True)
         self._thread.start()
@@ -226,6 +227,11 @@ class GatewayServer:
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(10)
+
+
+def gateway_listener_port(gateway: GatewayServer) -> int:
+    """The port of the gateway's Kafka listener (``gateway_settings`` configures one for the demo cluster)."""
+    return int(gateway.settings.clusters[CLUSTER].kafka_listener.port)
 
 
 def gateway_settings(redis_server: RedisServer, s3: S3Server, bucket: str, bootstrap: str) -> Any:
@@ -243,6 +249,7 @@ def gateway_settings(redis_server: RedisServer, s3: S3Server, bucket: str, boots
             "region": s3.region,
         },
         "bootstrap_servers": bootstrap,
+        "kafka_listener": {"port": free_ports(1)[0]},  # any Kafka client reads the cluster through it (kafka_listener)
     }
     return load_settings(clusters={CLUSTER: cluster})
 
@@ -414,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"Coverage   {gateway.url}{UI_PREFIX}/  (the operator's view: remote segments, gaps and Kafka's range per partition)")
             exports["TIERED_KAFKA_GATEWAY_URL"] = gateway.url
+            listener = f"127.0.0.1:{gateway_listener_port(gateway)}"
+            print(f"Kafka listener {listener}  (Kafka's protocol, history from S3; try: kcat -C -b {listener} -t {DEMO_TOPIC} -o beginning -e)")
+            exports["TIERED_KAFKA_LISTENER"] = listener
             read_through_gateway(gateway.url, entries, args.records // 2)
             print()
             high_watermarks = {p: (args.records + DEMO_PARTITIONS - 1 - p) // DEMO_PARTITIONS for p in range(DEMO_PARTITIONS)}

@@ -10,6 +10,7 @@ clients and compare every record from offset 0 with what was produced.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Iterator
@@ -99,3 +100,17 @@ def tiered(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_serve
             yield ListenerStack(stack, f"127.0.0.1:{port}", server.url, log_start)
         finally:
             server.stop()
+
+
+@contextlib.contextmanager
+def another_listener(tiered: ListenerStack, s3_server: Any, overrides: dict[str, Any] | None = None, **listener: Any) -> Iterator[str]:
+    """One more gateway over the same cluster whose listener has ``listener`` settings (``overrides``: gateway
+    settings, e.g. ``auth``); yields the listener's host:port."""
+    settings = listener_settings(tiered.stack, s3_server, **listener)
+    if overrides:
+        settings = type(settings).model_validate({**settings.model_dump(), **overrides})
+    server = GatewayServer(settings, free_ports(1)[0])
+    try:
+        yield f"127.0.0.1:{settings.clusters[tiered.stack.cluster].kafka_listener.port}"
+    finally:
+        server.stop()

@@ -1,0 +1,162 @@
+"""The listener's SASL/PLAIN with the gateway's tokens and scopes, its refusals of bad input, its metrics.
+
+Authentication: a token's password opens the connection, its topic patterns scope what it sees and
+reads (Metadata lists only those; TOPIC_AUTHORIZATION_FAILED outside them), a wrong token or one
+for other clusters fails SASL, and a client without SASL is refused. Bad input (raw sockets): an
+oversize or negative frame size, an unknown API key, a truncated body and a frame started then
+abandoned close that connection only; ApiVersions at an unknown version answers v0 with
+UNSUPPORTED_VERSION; past max_connections a connection is closed on accept. Each is counted in the
+gateway's /metrics beside the requests and bytes served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from tests.integration.kafka_listener.conftest import TOPIC, ListenerStack, another_listener
+from tests.support.stack_env import create_tiered_topic
+from tiered_kafka_gateway.kafka_listener.upstream import Connection
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "history-reader-token-0123456789"
+OTHER_CLUSTER_TOKEN = "no-cluster-token-0123456789abc"
+
+
+def sasl_consumer(address: str, password: str | None, **extra: Any) -> Consumer:
+    config = {"bootstrap.servers": address, "group.id": f"sec-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False, **extra}
+    if password is not None:
+        config.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "reader", "sasl.password": password})
+    return Consumer(config)
+
+
+def test_sasl_tokens_and_topic_scopes(tiered: ListenerStack, s3_server: Any) -> None:
+    hidden = f"hidden-{uuid.uuid4().hex[:6]}"
+    create_tiered_topic(tiered.stack, hidden, 1)
+    auth = {"enabled": True, "tokens": {TOKEN: [TOPIC], OTHER_CLUSTER_TOKEN: {"topics": [".*"], "clusters": []}}}
+    with another_listener(tiered, s3_server, {"auth": auth}) as address:
+        consumer = sasl_consumer(address, TOKEN)
+        try:
+            topics = consumer.list_topics(timeout=20).topics
+            assert TOPIC in topics and hidden not in topics  # Metadata lists only what the token may read
+            consumer.assign([TopicPartition(TOPIC, 0, 0)])
+            first = [m for m in consumer.consume(10, 10) if m.error() is None]
+            assert first and first[0].offset() == 0
+            described = consumer.list_topics(hidden, timeout=20).topics[hidden]
+            assert described.error is not None and described.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            assert asyncio.run(fetch_and_list(address, TOKEN, hidden)) == (29, 29)  # Fetch and ListOffsets outside the scope
+        finally:
+            consumer.close()
+        for password in ("wrong-token-0123456789abcdef", OTHER_CLUSTER_TOKEN):
+            refused = sasl_consumer(address, password)
+            try:
+                with pytest.raises(KafkaException) as failed:
+                    refused.list_topics(timeout=10)
+                assert failed.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT, KafkaError._TIMED_OUT), failed.value
+            finally:
+                refused.close()
+        plain = sasl_consumer(address, None)
+        try:
+            with pytest.raises(KafkaException):
+                plain.list_topics(timeout=5)
+        finally:
+            plain.close()
+
+
+async def fetch_and_list(address: str, token: str, topic: str) -> tuple[int, int]:
+    """SASL/PLAIN with ``token``, then Fetch v12 and ListOffsets v7 of ``topic`` partition 0: their partition error codes."""
+    host, port = address.split(":")
+    conn = await Connection.open(host, int(port))
+    try:
+        handshake = await conn.request(17, "SaslHandshake", 1, {"Mechanism": "PLAIN"})
+        assert handshake["ErrorCode"] == 0
+        authenticated = await conn.request(36, "SaslAuthenticate", 2, {"AuthBytes": b"\x00reader\x00" + token.encode()})
+        assert authenticated["ErrorCode"] == 0
+        fetched = await conn.request(1, "Fetch", 12, {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 0, "MaxBytes": 1 << 20, "SessionEpoch": -1,
+                                                      "Topics": [{"Topic": topic, "Partitions": [{"Partition": 0, "FetchOffset": 0, "PartitionMaxBytes": 1 << 20}]}],
+                                                      "ForgottenTopicsData": []})
+        listed = await conn.request(2, "ListOffsets", 7, {"ReplicaId": -1, "Topics": [{"Name": topic, "Partitions": [{"PartitionIndex": 0, "Timestamp": -2}]}]})
+        return fetched["Responses"][0]["Partitions"][0]["ErrorCode"], listed["Topics"][0]["Partitions"][0]["ErrorCode"]
+    finally:
+        conn.close()
+
+
+def frame(api_key: int, version: int, body: bytes = b"", correlation_id: int = 7) -> bytes:
+    header = struct.pack(">hhih", api_key, version, correlation_id, -1)
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, TimeoutError):
+        return True
+
+
+def answer(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_bad_input_closes_only_that_connection(tiered: ListenerStack, s3_server: Any) -> None:
+    with another_listener(tiered, s3_server, max_request_bytes=4096, max_connections=8, request_timeout_s=1.0) as address:
+        host, port = address.split(":")
+        good = socket.create_connection((host, int(port)), timeout=10)
+        bad_inputs = [
+            struct.pack(">i", 1 << 20),  # above max_request_bytes
+            struct.pack(">i", -5),
+            frame(999, 0),  # unknown API key
+            frame(1, 4, b"\x00\x01"),  # Fetch v4, its body cut short
+            frame(3, 99),  # Metadata at a version nobody has
+            struct.pack(">i", 100) + b"\x00\x12",  # a frame started and abandoned: closed after request_timeout_s
+        ]
+        for data in bad_inputs:
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                sock.sendall(data)
+                assert closed(sock), data
+        with socket.create_connection((host, int(port)), timeout=10) as sock:  # KIP-511: v0 with UNSUPPORTED_VERSION
+            sock.sendall(frame(18, 99))
+            body = answer(sock)
+            correlation_id, error = struct.unpack_from(">ih", body)
+            assert (correlation_id, error) == (7, 35)
+        good.sendall(frame(18, 0))  # the connection opened before is untouched
+        assert struct.unpack_from(">ih", answer(good)) == (7, 0)
+        held = [socket.create_connection((host, int(port)), timeout=10) for _ in range(7)]  # 8 with `good`
+        try:
+            time.sleep(0.2)
+            with socket.create_connection((host, int(port)), timeout=10) as extra:
+                assert closed(extra)  # max_connections
+        finally:
+            for sock in held:
+                sock.close()
+            good.close()
+
+
+def test_metrics_count_requests_bytes_errors_connections(tiered: ListenerStack) -> None:
+    consumer = Consumer({"bootstrap.servers": tiered.listener, "group.id": "metrics", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        assert [m for m in consumer.consume(100, 10) if m.error() is None]
+        with socket.create_connection(tuple(tiered.listener.split(":")), timeout=10) as sock:  # type: ignore[arg-type]
+            sock.sendall(frame(999, 0))
+            assert closed(sock)
+        text = urllib.request.urlopen(f"{tiered.gateway_url}/metrics", timeout=10).read().decode()
+    finally:
+        consumer.close()
+    cluster = tiered.stack.cluster
+    for line in (f'tiered_kafka_gateway_kafka_listener_requests_total{{api="Fetch",cluster="{cluster}"}}',
+                 f'tiered_kafka_gateway_kafka_listener_bytes_total{{cluster="{cluster}",direction="out",source="remote"}}',
+                 f'tiered_kafka_gateway_kafka_listener_errors_total{{api="frame",cluster="{cluster}",error="unsupported"}}',
+                 f'tiered_kafka_gateway_kafka_listener_connections{{cluster="{cluster}"}}'):
+        found = [row for row in text.splitlines() if row.startswith(line)]
+        assert found, line
+    assert float(next(r for r in text.splitlines() if r.startswith(f'tiered_kafka_gateway_kafka_listener_connections{{cluster="{cluster}"}}')).split()[-1]) >= 1
