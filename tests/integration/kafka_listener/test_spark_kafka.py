@@ -24,7 +24,8 @@ def as_recs(lines: list[dict]) -> dict[int, list[Rec]]:
     unb64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731
     by_partition: dict[int, list[tuple[int, Rec]]] = {p: [] for p in range(PARTITIONS)}
     for row in lines:
-        headers = tuple((k, unb64(v) or b"") for k, v in (row.get("headers") or []))
+        pairs = [(h["key"], h.get("value")) if isinstance(h, dict) else h for h in (row.get("headers") or [])]  # the JSON sink writes structs
+        headers = tuple((k, unb64(v) or b"") for k, v in pairs)
         by_partition[row["partition"]].append((row["offset"], Rec(unb64(row.get("key")), unb64(row.get("value")), headers, row["ts"])))
     out = {}
     for p, rows in by_partition.items():

@@ -1,0 +1,82 @@
+"""The Kafka listener's pure parts: the codec over Kafka's message JSON, request headers, and the start-up refusals."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from tiered_kafka.errors import ConfigError
+from tiered_kafka_gateway.config import load_settings
+from tiered_kafka_gateway.kafka_listener.codec import KafkaProtocolError, Writer, decode, encode, schema
+from tiered_kafka_gateway.kafka_listener.fetch import cut_at
+from tiered_kafka_gateway.kafka_listener.framing import API_VERSIONS, UnsupportedRequest, parse_header, request_frame, response_header
+from tiered_kafka_gateway.kafka_listener.runner import check_listeners
+
+FETCH = {"ReplicaId": -1, "MaxWaitMs": 500, "MinBytes": 1, "MaxBytes": 1000, "IsolationLevel": 1, "SessionId": 0, "SessionEpoch": -1,
+         "Topics": [{"Topic": "t", "TopicId": b"x" * 16, "Partitions": [{"Partition": 3, "FetchOffset": 5, "PartitionMaxBytes": 100, "CurrentLeaderEpoch": 2}]}],
+         "ForgottenTopicsData": [], "RackId": "r"}
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_request_and_response_round_trip_every_version(version: int) -> None:
+    written = encode("FetchRequest", version, FETCH)
+    back, end = decode("FetchRequest", version, written.getvalue())
+    assert end == written.size
+    partition = back["Topics"][0]["Partitions"][0]
+    assert (partition["Partition"], partition["FetchOffset"], partition["PartitionMaxBytes"]) == (3, 5, 100)
+    assert back["Topics"][0]["Topic" if version < 13 else "TopicId"] == ("t" if version < 13 else b"x" * 16)
+    response = {"Responses": [{"Topic": "t", "TopicId": b"x" * 16, "Partitions": [
+        {"PartitionIndex": 3, "HighWatermark": 9, "LastStableOffset": 8, "LogStartOffset": 0, "AbortedTransactions": [{"ProducerId": 7, "FirstOffset": 2}],
+         "Records": [b"abc", b"de"]}]}]}
+    written = encode("FetchResponse", version, response)
+    assert written.parts.count(b"abc") == 1  # the records' chunks are appended, not copied
+    partition = decode("FetchResponse", version, written.getvalue())[0]["Responses"][0]["Partitions"][0]
+    assert (partition["Records"], partition["HighWatermark"], partition["AbortedTransactions"]) == (b"abcde", 9, [{"ProducerId": 7, "FirstOffset": 2}])
+
+
+def test_every_advertised_version_is_within_kafkas_json() -> None:
+    for key, (name, low, high) in API_VERSIONS.items():
+        for kind in ("Request", "Response"):
+            found = schema(name + kind)
+            assert found.api_key == key and low in found.valid and high in found.valid, (name, kind)
+
+
+def test_request_header_and_the_unsupported() -> None:
+    frame = request_frame(3, 12, 42, "client", encode("MetadataRequest", 12, {"Topics": None}))[4:]
+    header = parse_header(frame)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (3, 12, 42, "client")
+    assert decode("MetadataRequest", 12, frame, header.body_offset)[0]["Topics"] is None
+    with pytest.raises(UnsupportedRequest) as refused:
+        parse_header(struct.pack(">hhih", 18, 99, 7, -1))
+    assert refused.value.header.correlation_id == 7
+    with pytest.raises(UnsupportedRequest):
+        parse_header(struct.pack(">hhih", 999, 0, 7, -1))
+    with pytest.raises(KafkaProtocolError):
+        decode("FetchRequest", 12, b"\x00\x01")
+    assert response_header(18, 3, 5) == struct.pack(">i", 5)  # ApiVersions: header v0 always
+    assert response_header(1, 12, 5) == struct.pack(">ib", 5, 0)
+
+
+def test_an_array_longer_than_its_frame_is_refused_before_allocating() -> None:
+    w = Writer()
+    w.put(struct.pack(">i", 2**30))
+    with pytest.raises(KafkaProtocolError):
+        decode("MetadataRequest", 1, w.getvalue())
+
+
+def test_cut_at_stops_before_the_first_batch_at_or_past_the_offset() -> None:
+    batches = b"".join(struct.pack(">qi", base, 4) + b"body" for base in (10, 20, 30))
+    assert cut_at(batches, 25) == batches[:32]
+    assert cut_at(batches, 10) == b""
+    assert cut_at(batches, 99) == batches
+
+
+def test_a_listener_beyond_loopback_needs_authentication() -> None:
+    cluster = {"redis_url": "redis://127.0.0.1:1", "s3": {"bucket": "b"}, "kafka_listener": {"port": 9093, "host": "0.0.0.0"}}
+    with pytest.raises(ConfigError, match="refusing to listen on 0.0.0.0"):
+        check_listeners(load_settings(clusters={"c": cluster}))
+    check_listeners(load_settings(clusters={"c": cluster}, auth={"allow_anonymous": True}))
+    secured = {**cluster, "bootstrap_servers": "k:9092", "kafka_security": {"security.protocol": "SASL_SSL"}}
+    with pytest.raises(ConfigError, match="PLAINTEXT only"):
+        check_listeners(load_settings(clusters={"c": secured}, auth={"allow_anonymous": True}))
