@@ -6,9 +6,12 @@ for ``cache.listing_ttl_s``); its last offset comes from the next segment's base
 newest, from the batch headers after the ``.index``'s last entry. Whether Kafka still knows the
 topic plays no part: remote data is served as long as it is remote.
 
-Topics (``topics``) are those of the registry and those found by listing the cluster's
-``{topic}-{partition}/`` directories in S3 (``s3_listing``: bounded), cached for
-``cache.listing_ttl_s``; a listing cut short by a bound says so (``complete``).
+Topics (``topics``, ``partition_page``) are those of the registry's partition index and those found
+by listing the cluster's ``{topic}-{partition}/`` directories in S3 (``s3_listing``: bounded),
+refreshed in the background every ``cache.listing_ttl_s`` (``partition_listing``: a request reads a
+page, never the whole cluster); a listing cut short by a bound says so (``complete``). Coverage pages
+read ``summaries`` and ``segments_page``, offsets-for-timestamp ``segments_from_time`` (the
+registry's time index): each costs what it returns (issue 34).
 
 An offset below the partition's coverage start (``Registry.coverage_start``: the log start the
 agent first observed) that remote storage does not hold is answered 416 ``offset_out_of_range``
@@ -58,8 +61,8 @@ which could be hostile, is logged (repr, cut at 200 characters), never put in th
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
@@ -82,12 +85,13 @@ from tiered_kafka.read_plan import (
     plan_ranges,
     sparse_plan_fits,
 )
-from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, Registry, SegmentEntry, connect
+from tiered_kafka.registry import MAX_OFFSET, CoverageStart, Gap, MalformedRegistryDataError, PartitionInfo, PartitionSummary, Registry, SegmentEntry, connect
 from tiered_kafka.transactions import remote_last_stable_offset
 from tiered_kafka_gateway.plans import Plan, max_ranges_per_plan, out_of_range  # max_ranges_per_plan: re-exported (routes)
 from tiered_kafka_gateway.caches import LRU, BackgroundLoads, RecentSegments, RemoteSegment
 from tiered_kafka_gateway.config import ClusterSettings, GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, about, hidden_failure
+from tiered_kafka_gateway.partition_listing import ListingPage, PartitionLister, topic_map
 from tiered_kafka_gateway.s3_listing import list_partitions
 from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import SegmentIndexes, last_offset_in
@@ -121,9 +125,8 @@ class ClusterReader(SegmentIndexes, CountsS3):
         self._listings: LRU[tuple[str, int], list[RemoteSegment]] = LRU(
             "listing", cache.listing_bytes, lambda segments: 64 + sum(s.nbytes for s in segments), ttl_s=cache.listing_ttl_s
         )
-        self._listing_lock = threading.Lock()
         self._loads = BackgroundLoads()
-        self._partition_listing: tuple[float, set[tuple[str, int]], bool] | None = None
+        self.lister = PartitionLister(registry, lambda: list_partitions(self.s3, self.bucket, self.keyspace), cache.listing_ttl_s, self._loads, name)
         self._recent_segments = RecentSegments(cache.segment_ttl_s, cache.segment_bytes // 2)
         # (topic, partition, latest offset) -> the last segment's (last offset, open_txn_first_offset)
         self._last_entries: LRU[tuple[str, int, int], tuple[int, int] | None] = LRU("last_entry", cache.segment_bytes // 4, lambda found: 64)
@@ -175,27 +178,50 @@ class ClusterReader(SegmentIndexes, CountsS3):
 
     def topics(self) -> tuple[dict[str, list[int]], bool]:
         """Topic -> sorted partitions with remote data (registry and S3 listing); and whether the
-        listing is complete (False: a bound of the module docstring cut it short)."""
-        registered = self.registry.topics()
-        listed, complete = self._listed_partitions()
-        merged = {(t, p) for t, ps in registered.items() for p in ps} | listed
-        out: dict[str, list[int]] = {}
-        for topic, partition in sorted(merged):
-            out.setdefault(topic, []).append(partition)
-        return out, complete
+        listing is complete (False: a bound of the module docstring cut it short). The whole
+        cluster, page by page: requests ask ``partition_page``."""
+        out: list[tuple[str, int]] = []
+        after: tuple[str, int] | None = None
+        while True:
+            page = self.lister.page(after=after, limit=10_000)
+            out += page.partitions
+            if page.next_after is None:
+                return topic_map(out), page.complete
+            after = page.next_after
 
-    def _listed_partitions(self) -> tuple[set[tuple[str, int]], bool]:
-        """The partitions found in S3 (``s3_listing.list_partitions``), cached."""
-        now = time.monotonic()
-        with self._listing_lock:
-            if self._partition_listing is not None and now - self._partition_listing[0] < self.settings.cache.listing_ttl_s:
-                return self._partition_listing[1], self._partition_listing[2]
-        listing = list_partitions(self.s3, self.bucket, self.keyspace)
-        if not listing.complete:
-            log.warning("the S3 listing of cluster %s stopped at its bound (%d partitions found)", self.name, len(listing.partitions))
-        with self._listing_lock:
-            self._partition_listing = (now, listing.partitions, listing.complete)
-        return listing.partitions, listing.complete
+    def partition_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000,
+                       topic: str | None = None) -> ListingPage:
+        """A page of the partitions with remote data (``partition_listing``: the registry's index and
+        the S3 listing refreshed off the request path)."""
+        return self.lister.page(after=after, start=start, limit=limit, topic=topic)
+
+    def summaries(self, partitions: Sequence[tuple[str, int]]) -> list[PartitionSummary | None]:
+        """The registry's summaries (two pipelined round trips for the lot); a partition only S3
+        knows (Pinterest's layout) is summarised from its cached listing."""
+        out = self.registry.summaries(partitions)
+        for i, (topic, partition) in enumerate(partitions):
+            if out[i] is None:
+                listed = self._listed(topic, partition)
+                if listed:
+                    info = PartitionInfo(listed[0].base_offset, listed[-1].last_offset, len(listed), sum(s.size for s in listed), 0)
+                    out[i] = PartitionSummary(info, None, None, max((s.max_timestamp for s in listed if s.max_timestamp >= 0), default=None), 0, False)
+        return out
+
+    def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
+        """A page of the registered segments, every entry's key checked (``_trusted``)."""
+        return [self._trusted(topic, partition, e) for e in self.registry.segments_page(topic, partition, start, count)]
+
+    def segments_from_time(self, topic: str, partition: int, timestamp: int) -> Iterator[SegmentEntry]:
+        """The registered segments from the first whose max timestamp reaches ``timestamp``: found by
+        the registry's time index (logarithmic), then one ``next_segment`` at a time; keys checked."""
+        entry = self.registry.segment_at_time(topic, partition, timestamp)
+        while entry is not None:
+            yield self._trusted(topic, partition, entry)
+            entry = self.registry.next_segment(topic, partition, entry.first)
+
+    def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """The registry's time index members before the segment reaching ``timestamp`` (no entry read)."""
+        return self.registry.ranges_before_time(topic, partition, timestamp)
 
     def coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
         return self.registry.coverage_start(topic, partition)

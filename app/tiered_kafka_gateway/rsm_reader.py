@@ -75,6 +75,7 @@ from tiered_kafka_gateway.rsm_catalog import UNKNOWN, ListingCatalog, MetadataCa
 from tiered_kafka_gateway.rsm_clipping import ending_with
 from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import last_offset_in
+from tiered_kafka_gateway.sources import ScansSegments
 from tiered_kafka_gateway import rsm_urls
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class _DescribeOnly:
         return bytes(32)
 
 
-class RsmClusterReader(CountsS3):
+class RsmClusterReader(ScansSegments, CountsS3):
     """A ``sources.ClusterSource`` over a KIP-405 bucket (module docstring)."""
 
     def __init__(self, name: str, settings: GatewaySettings, *, rsm: RsmSettings, objects: S3Objects, bootstrap_servers: str | None = None) -> None:

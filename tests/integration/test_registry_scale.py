@@ -58,6 +58,8 @@ def test_time_index_answers_like_a_scan_through_registrations_and_deletions(regi
         for ts in [0, 1, 250, 500, 999, 1000, *rng.sample(range(1000), 20)]:
             found = registry.segment_at_time("orders", 3, ts)
             assert (None if found is None else found.first) == brute_force(live, ts), ts
+            before = [(e.first, e.last_offset, e.size) for e in live if found is None or e.first < found.first]
+            assert registry.ranges_before_time("orders", 3, ts) == before, ts
         for doomed in [live[0], live[len(live) // 2]]:  # retention's oldest, and one in the middle
             registry.delete_segment("orders", 3, doomed.first)
             live.remove(doomed)

@@ -25,6 +25,7 @@ from tiered_kafka_gateway import kafka_offsets
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.records import MAX_RECORDS_LIMIT, DecodeBudget, IsolationLevel, committed_batches, max_decoded_bytes
+from tiered_kafka_gateway.partition_listing import format_cursor, parse_cursor, topic_map
 from tiered_kafka_gateway.remote import max_ranges_per_plan
 from tiered_kafka_gateway.models import (
     ClusterList,
@@ -45,6 +46,9 @@ from tiered_kafka_gateway.models import (
 ERRORS = {status: {"model": ErrorResponse} for status in (401, 404, 409, 416, 422, 500, 502, 503)}
 # the routes of one topic also answer 403 topic_authorization_failed (deps module docstring)
 TOPIC_ERRORS = {403: {"model": ErrorResponse, "description": "topic_authorization_failed: the token may not read the topic"}}
+TOPIC_PAGE = 1000
+MAX_TOPIC_PAGE = 10_000
+
 router = APIRouter(prefix="/v1", responses=ERRORS)  # type: ignore[arg-type]
 Offset = Annotated[int, Query(ge=0, le=2**63 - 1, description="Kafka offset")]
 
@@ -55,12 +59,25 @@ def clusters_(settings: Settings, caller: Caller) -> ClusterList:
 
 
 @router.get("/clusters/{cluster}/topics", operation_id="listTopics", summary="Topics with remote data (those the caller may read)")
-def list_topics(cluster: Cluster, caller: Caller) -> TopicList:
-    topics, complete = cluster.topics()
+def list_topics(
+    cluster: Cluster,
+    caller: Caller,
+    after: Annotated[str | None, Query(description="the cursor of the previous page's next_after")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_TOPIC_PAGE, description="partitions a page")] = TOPIC_PAGE,
+) -> TopicList:
+    """A page of the listing (issue 34: paged, costs the page): ``limit`` partitions after ``after``."""
+    try:
+        cursor = None if after is None else parse_cursor(after)
+    except ValueError as err:
+        raise GatewayError(ErrorCode.INVALID_REQUEST, str(err)) from None
+    page = cluster.partition_page(after=cursor, limit=limit)
+    topics = topic_map(page.partitions)
     return TopicList(
         cluster=cluster.name,
-        topics=[TopicPartitions(name=t, partitions=ps) for t, ps in sorted(topics.items()) if caller.allows(t)],
-        complete=complete,
+        topics=[TopicPartitions(name=t, partitions=ps) for t, ps in topics.items() if caller.allows(t)],
+        complete=page.complete,
+        next_after=None if page.next_after is None else format_cursor(page.next_after),
+        total_partitions=page.total,
     )
 
 
@@ -200,11 +217,10 @@ def remote_offset_for_timestamp(
     skips it. Nor is an offset at or past the remote last stable offset answered
     (``ClusterSource.last_stable_offset``; when unknown, transactions of other producers opened
     before the record are not searched for)."""
-    segments = cluster.segments(topic, partition)
-    if not segments and cluster.partition_info(topic, partition) is None:
+    if cluster.partition_info(topic, partition) is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition}")
     budget = DecodeBudget(0, MAX_RECORDS_LIMIT, max_decoded_bytes(cluster.settings))  # records module doc, "Bounded decoding"
-    for segment in segments:
+    for segment in cluster.segments_from_time(topic, partition, timestamp):  # the registry's time index: logarithmic (issue 34)
         if segment.max_timestamp < timestamp:
             continue
         for batch_range in cluster.batches_reaching(segment, timestamp):

@@ -16,6 +16,11 @@ the flag (registered before it) is kept whatever its ``min_timestamp`` and liste
 segment whose records have no timestamp (magic 0: ``max_timestamp`` -1) is pruned for F >= 0:
 a NULL timestamp matches no range, as in Kafka's ListOffsets.
 
+Cost (issue 34): the segments before the first whose max timestamp reaches F are pruned by rule
+and read from the registry's time index alone (``ClusterSource.ranges_before_time``: no segment
+entry, a logarithmic lookup plus their short index members); only the segments from that one on are
+read as entries (``segments_from_time``), for the ``min_timestamp`` > T rule and ``inexact``.
+
 Decision: the answer is what is *pruned* (``pruned``: each a maximal run of adjacent pruned
 segments' registered ranges [first_offset, last_offset], ``size`` their bytes), never what is
 kept. A reader subtracts those from the [start, end) it resolved and reads all the rest, so any
@@ -64,26 +69,36 @@ def pruned(segment: SegmentEntry, low: int, high: int) -> bool:
 def time_ranges(cluster: Cluster, topic: Topic, partition: PartitionId, from_timestamp: Millis, to_timestamp: Millis) -> TimeRanges:
     if from_timestamp > to_timestamp:
         raise GatewayError(ErrorCode.INVALID_REQUEST, f"from_timestamp {from_timestamp} is after to_timestamp {to_timestamp}")
-    segments = cluster.segments(topic, partition)
     info = cluster.partition_info(topic, partition)
-    if not segments and info is None:
+    if info is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no remote data for {topic}-{partition} in cluster {cluster.name}")
     body = TimeRanges(cluster=cluster.name, topic=topic, partition=partition, from_timestamp=from_timestamp, to_timestamp=to_timestamp)
-    if not segments:
-        if info is not None and not info.is_empty:  # listed, not registered: nothing known of its timestamps
+    # the segments before the first reaching from_timestamp: all pruned, read from the time index (issue 34)
+    before = cluster.ranges_before_time(topic, partition, from_timestamp)
+    rest = cluster.segments_from_time(topic, partition, from_timestamp)
+    first_rest = next(rest, None)
+    if not before and first_rest is None:
+        if not info.is_empty and not cluster.segments_page(topic, partition, 0, 1):  # listed, not registered: nothing known of its timestamps
             body.inexact = [OffsetSpan(first_offset=info.earliest_offset, last_offset=info.latest_offset, size=info.total_bytes)]
         return body
-    body.earliest_offset = segments[0].first
-    for segment in segments:
+    body.earliest_offset = before[0][0] if before else first_rest.first  # type: ignore[union-attr]
+    for first, last, size in before:
+        _add_pruned(body, first, last, size)
+    for segment in ([first_rest] if first_rest is not None else []) + list(rest):
         if not pruned(segment, from_timestamp, to_timestamp):
             if not segment.min_timestamp_exact:
                 body.inexact.append(OffsetSpan(first_offset=segment.first, last_offset=segment.last_offset, size=segment.size))
             continue
-        body.pruned_segments += 1
-        body.pruned_bytes += segment.size
-        last = body.pruned[-1] if body.pruned else None
-        if last is not None and last.last_offset + 1 == segment.first:  # adjacent: one run
-            last.last_offset, last.size = segment.last_offset, last.size + segment.size
-        else:
-            body.pruned.append(OffsetSpan(first_offset=segment.first, last_offset=segment.last_offset, size=segment.size))
+        _add_pruned(body, segment.first, segment.last_offset, segment.size)
     return body
+
+
+def _add_pruned(body: TimeRanges, first: int, last: int, size: int) -> None:
+    """Count a pruned segment, merging it into the last run when adjacent."""
+    body.pruned_segments += 1
+    body.pruned_bytes += size
+    run = body.pruned[-1] if body.pruned else None
+    if run is not None and run.last_offset + 1 == first:  # adjacent: one run
+        run.last_offset, run.size = last, run.size + size
+    else:
+        body.pruned.append(OffsetSpan(first_offset=first, last_offset=last, size=size))

@@ -53,5 +53,5 @@ def partition_coverage(
     view = data.partition_view(cluster, topic, partition)
     if view.info is None and view.coverage is None and not view.gaps and view.kafka is None:
         raise GatewayError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no data for {topic}-{partition} in cluster {cluster.name}")
-    shown, number = data.segment_page(view.segments, page, rows)
+    shown, number = data.segment_page(cluster, view, page, rows)
     return HTMLResponse(pages.partition_page(cluster.name, view, shown, number, rows))

@@ -67,7 +67,7 @@ def overview_page(cluster: str, rows: Sequence[TopicRow], page: Page, complete: 
             f'<td>{svg.format_ms(oldest)}</td><td class="{"bad" if gaps else ""}">{gaps}</td><td>{_lag(views, kafka_configured)}</td></tr>'
         )
     partitions = page.total_items
-    summary = f'<p class="summary">{partitions} partitions with remote data visible to you'
+    summary = f'<p class="summary">{partitions} partitions with remote data in the cluster; those of topics visible to you are shown'
     summary += "" if complete else " (the S3 listing stopped at its bound: more may exist)"
     summary += "; Kafka's ranges from its bootstrap servers.</p>" if kafka_configured else "; no Kafka bootstrap servers are configured for this cluster.</p>"
     table = f'<table class="overview">{head}{"".join(body)}</table>' if body else '<p class="empty">No topic with remote data is visible to this token.</p>'
@@ -89,7 +89,7 @@ def partition_page(cluster: str, view: PartitionView, rows: Sequence[SegmentEntr
         ("remote offsets", "none" if remote is None else f"{remote[0]}..{remote[1]}"),
         ("coverage start", "not recorded" if view.coverage is None else f"{view.coverage.offset} (observed {svg.format_ms(view.coverage.observed_ms)})"),
         ("Kafka", _kafka_text(view)),
-        ("segments", f"{len(view.segments)}, {_bytes(view.info.total_bytes if view.info else 0)}, {view.records:,} records"),
+        ("segments", f"{view.segment_count}, {_bytes(view.info.total_bytes if view.info else 0)}, {view.records:,} records"),
     ]
     facts += [("handoff " + m.value, "; ".join(k.text for k in handoffs.marks(m, layout_of(view))) or "reads nothing") for m in Mode]
     body = '<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts) + "</table>"
@@ -122,13 +122,25 @@ def bar_of(view: PartitionView, href: str) -> svg.BarData:
         segments=[
             svg.SegmentSpan(s.first_offset, s.last_offset, s.min_timestamp, s.max_timestamp, f"segment {s.first_offset}..{s.last_offset}, {s.size:,} bytes, {_count(s.records_in_range)} records")
             for s in view.segments
-        ],
+        ] if view.all_segments else _summary_spans(view),
         gaps=view.gaps,
         kafka=view.kafka,
         coverage_start=None if view.coverage is None else view.coverage.offset,
         marks=[mark for mode in Mode for mark in handoffs.marks(mode, layout)],
         note=view.kafka_error or "",
     )
+
+
+def _summary_spans(view: PartitionView) -> list[svg.SegmentSpan]:
+    """A long partition's bar from its summary (``data`` module doc): its extent between its gaps,
+    timed by its oldest and newest timestamps."""
+    summary = view.summary
+    low = -1 if summary is None or summary.oldest_timestamp is None else summary.oldest_timestamp
+    high = -1 if summary is None or summary.newest_timestamp is None else summary.newest_timestamp
+    return [
+        svg.SegmentSpan(first, last, low, high, f"{view.segment_count:,} segments in all (offsets {first}..{last} here), {view.records:,} records")
+        for first, last in view.runs()
+    ]
 
 
 def layout_of(view: PartitionView) -> handoffs.Layout:

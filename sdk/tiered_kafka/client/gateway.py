@@ -187,11 +187,21 @@ class GatewayClient:
     # -- gateway API ------------------------------------------------------------------------
     def topics(self) -> dict[str, list[int]]:
         """Topic -> partitions with remote data (``topic_listing`` also says whether the list is whole)."""
-        return _topic_map(self._get_json("/topics"))
+        return self.topic_listing().topics
 
     def topic_listing(self) -> TopicListing:
-        body = self._get_json("/topics")
-        return TopicListing(_topic_map(body), _field(body, "complete", bool))
+        """Every page of the gateway's listing (it is paged: ``next_after`` is the next page's cursor)."""
+        topics: dict[str, list[int]] = {}
+        complete = True
+        after: str | None = None
+        while True:
+            body = self._get_json("/topics", params=None if after is None else {"after": after})
+            for name, partitions in _topic_map(body).items():
+                topics.setdefault(name, []).extend(partitions)
+            complete = complete and _field(body, "complete", bool)
+            after = body.get("next_after")
+            if not isinstance(after, str):
+                return TopicListing(topics, complete)
 
     def partition(self, topic: str, partition: int) -> PartitionExtent:
         body = self._get_json(_partition_path(topic, partition))

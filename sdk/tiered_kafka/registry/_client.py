@@ -37,6 +37,7 @@ from tiered_kafka.registry._layout import (
     cluster_partitions_key,
     gap_member,
     parse_partition_index_member,
+    parse_time_member,
     partition_index_key,
     partition_index_member,
     parse_gap_member,
@@ -505,6 +506,23 @@ class Registry:
                 if entries:
                     return entries[0]
         raise MalformedRegistryDataError("the time index names a segment that is not registered", key=keys.times)
+
+    def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """(first_offset, last_offset, size) of every segment before :meth:`segment_at_time`'s, by
+        offset: each has a ``max_timestamp`` below ``timestamp``. From the time index's members alone
+        on a layout 2 partition (no segment hash read); a partition not migrated yet is read whole."""
+        keys = self.keys(topic, partition)
+        with _translated(f"segments before time {timestamp} of {topic}-{partition}"):
+            if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                out = []
+                for e in self.segments(topic, partition):
+                    if e.max_timestamp >= timestamp:
+                        break
+                    out.append((e.first, e.last_offset, e.size))
+                return out
+            members = self.client.zrangebyscore(keys.times, "-inf", f"({timestamp}")
+        parsed = [parse_time_member(m, key=keys.times) for m in members]
+        return [(first, last, size) for first, last, _, size in parsed]
 
     def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
         """``count`` segments from the ``start``-th (by first offset, from 0): a page of a long

@@ -57,6 +57,7 @@ _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timein
 _CHECKSUM_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*:\S+")
 _INT_RE: Final = re.compile(r"-?[0-9]+")
 _SEGMENT_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20})")
+_TIME_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20}):(-?[0-9]+):([0-9]+)")
 
 # -- pure layout: key names, members, field encoding ---------------------------------------------
 
@@ -169,9 +170,19 @@ def parse_partition_index_member(member: str | bytes, *, key: str | None = None)
     return topic, int(number)
 
 
-def time_member(first_offset: int, last_offset: int, max_timestamp: int) -> str:
-    """The time index (``times`` ZSET) member: the segment member, ``:``, its own ``max_timestamp``."""
-    return f"{segment_member(first_offset, last_offset)}:{max_timestamp}"
+def time_member(first_offset: int, last_offset: int, max_timestamp: int, size: int) -> str:
+    """The time index (``times`` ZSET) member: ``{first:020d}:{last:020d}:{max_timestamp}:{size}``
+    (the segment member, then the segment's own max timestamp and its bytes)."""
+    return f"{segment_member(first_offset, last_offset)}:{max_timestamp}:{size}"
+
+
+def parse_time_member(member: str | bytes, *, key: str | None = None) -> tuple[int, int, int, int]:
+    """(first_offset, last_offset, max_timestamp, size) of a time index member."""
+    text = _text(member)
+    match = _TIME_MEMBER_RE.fullmatch(text)
+    if match is None:
+        raise MalformedRegistryDataError(f"time index member {text!r} is not '{{first:020d}}:{{last:020d}}:{{max_timestamp}}:{{size}}'", key=key)
+    return int(match[1]), int(match[2]), int(match[3]), int(match[4])
 
 
 def segment_member(first_offset: int, last_offset: int) -> str:

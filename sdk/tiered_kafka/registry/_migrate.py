@@ -99,7 +99,7 @@ def _migrate_partition(registry: Registry, topic: str, partition: int, batch: in
         for entry in entries:
             assert entry is not None
             running = entry.max_timestamp if running is None else max(running, entry.max_timestamp)
-            args += [str(running), time_member(entry.first, entry.last_offset, entry.max_timestamp)]
+            args += [str(running), time_member(entry.first, entry.last_offset, entry.max_timestamp, entry.size)]
         done = int(registry._write(registry._index, [keys.segments, keys.info, keys.times], args))
         if done >= 0:
             report.segments += done

@@ -46,11 +46,11 @@ local function refresh(zkey, ikey, now)
 end
 """
 
-# insert_time(zkey, tkey, member, own): add the segment (already in the segments zset) to the time
+# insert_time(zkey, tkey, member, own, size): add the segment (already in the segments zset) to the time
 # index: score = the running max of max_timestamp up to it in offset order; later entries whose
 # score is below that are raised to it (module doc of the package, "Time index")
 _LUA_TIME_INSERT = """
-local function insert_time(zkey, tkey, member, own)
+local function insert_time(zkey, tkey, member, own, size)
   local rank = redis.call('ZRANK', zkey, member)
   local run = tonumber(own)
   if rank > 0 then
@@ -67,7 +67,7 @@ local function insert_time(zkey, tkey, member, own)
   end
   local score = string.format('%.0f', run)
   for _, m in ipairs(raised) do redis.call('ZADD', tkey, score, m) end
-  redis.call('ZADD', tkey, score, member .. ':' .. own)
+  redis.call('ZADD', tkey, score, member .. ':' .. own .. ':' .. size)
 end
 """
 
@@ -91,7 +91,7 @@ local function remove_time(tkey, ikey, rank, member)
   while true do
     local n = redis.call('ZRANGE', tkey, i, i, 'WITHSCORES')
     if not n[1] then break end
-    local new = tonumber(string.sub(n[1], 43))
+    local new = tonumber(string.match(n[1], '^[0-9]+:[0-9]+:(-?[0-9]+)'))
     if run and run > new then new = run end
     if new == tonumber(n[2]) then break end
     redis.call('ZADD', tkey, string.format('%.0f', new), n[1])
@@ -141,7 +141,7 @@ if indexed then
     redis.call('DEL', tkey)
     redis.call('HSET', ikey, 'layout', '2', 'records', '0')
   end
-  insert_time(zkey, tkey, member, ARGV[9])
+  insert_time(zkey, tkey, member, ARGV[9], size)
   redis.call('HINCRBY', ikey, 'records', ARGV[10])
 end
 refresh(zkey, ikey, now)
