@@ -141,7 +141,7 @@ class Agent:
         self.metrics.observe_leadership(self.leadership)
         self.high_watermarks = HighWatermarks()
         self.upload_slots = threading.BoundedSemaphore(settings.upload.max_concurrent_segments)
-        self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry)
+        self.retention = RemoteRetention(self.registry, self.store, settings.remote_retention, self.retry, self._led_topic_partitions)
         self._uploaders: dict[str, PartitionUploader] = {}
         self._retiring: dict[str, PartitionUploader] = {}  # stopped on lost leadership, maybe still finishing
         self._lock = threading.Lock()
@@ -257,6 +257,10 @@ class Agent:
             return
         for topic, partition in changed:
             self.wake(partition_dir_name(topic, partition))
+
+    def _led_topic_partitions(self) -> list[tuple[str, int]]:
+        """(topic, partition) of each partition led now: remote retention's scope (``retention``)."""
+        return [parse_partition_dir_name(name) for name in self.led_partitions()]
 
     def led_partitions(self) -> list[str]:
         with self._lock:

@@ -161,3 +161,40 @@ def test_a_registry_written_by_the_old_layout_is_read_then_migrated_in_place(cli
             assert (None if found is None else found.first) == brute_force(mine, ts)
     assert client.hget(registry.keys("orders", 0).info, "layout") in (LAYOUT_VERSION, LAYOUT_VERSION.encode())
     assert segment_member(0, 9) in [m.decode() if isinstance(m, bytes) else m for m in client.zrange(registry.keys("orders", 0).segments, 0, 0)]
+
+
+class _RecordingStore:
+    """Remote retention's store calls, recorded (the deletions' S3 side is tested with SeaweedFS in
+    tests/integration/agent; here only what a pass reads is counted)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.keyspace = type("K", (), {"partition_prefix": staticmethod(lambda t, p: f"x/{t}-{p}/"), "parse": None})()
+
+    def write_expired(self, topic: str, partition: int, until: int) -> None:
+        self.calls.append(f"expired {topic}-{partition} {until}")
+
+    def delete_segment_objects(self, topic: str, partition: int, base: int, kinds: Any) -> None:
+        self.calls.append(f"delete {topic}-{partition} {base}")
+
+    def list_keys(self, prefix: str) -> list[tuple[str, int]]:
+        self.calls.append(f"list {prefix}")
+        return []
+
+
+def test_a_retention_pass_with_nothing_to_expire_reads_summaries_only(registry: Registry) -> None:
+    from tiered_kafka.retry import RetryPolicy
+    from tiered_kafka_agent.config import RemoteRetentionSettings
+    from tiered_kafka_agent.retention import RemoteRetention
+
+    registry.register_many([entry(i * 10, i * 10 + 9, partition=p, max_ts=1_000 + i) for p in range(4) for i in range(100)])
+    store = _RecordingStore()
+    led = [("orders", 0), ("orders", 1)]
+    retention = RemoteRetention(registry, store, RemoteRetentionSettings(ms=10_000, bytes=10**9), RetryPolicy(attempts=1), partitions=lambda: led)  # type: ignore[arg-type]
+    assert retention.run_once(now_ms=5_000) == []
+    assert (retention.summaries_read, retention.segments_read, store.calls) == (2, 0, [])  # led partitions only; no segment, no S3
+    # the oldest three of each led partition expire by time: only a page of the oldest is read
+    assert [(e.partition, e.first) for e in retention.run_once(now_ms=1_002 + 10_001)] == [(p, f) for p in (0, 1) for f in (0, 10, 20)]
+    assert retention.segments_read == 2 * 32  # one page (retention.PAGE) of each, not the partitions' 100
+    assert store.calls[:2] == ["expired orders-0 30", "delete orders-0 0"]
+    assert registry.find("orders", 2, 0) is not None  # not led here: untouched

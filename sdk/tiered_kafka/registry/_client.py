@@ -459,7 +459,7 @@ class Registry:
                 if first:
                     base = parse_segment_member(first[0], key=keys.segments)[0]
                     firsts.append((keys, base))
-                    pipe.hmget(keys.segment(base), ["min_timestamp"])
+                    pipe.hmget(keys.segment(base), ["min_timestamp", "max_timestamp", "upload_time_ms"])
                 else:
                     firsts.append(None)
             stamps = iter(pipe.execute())
@@ -475,14 +475,16 @@ class Registry:
             extra = _decode_mapping(fields, keys.info)
             indexed = extra.get("layout") == LAYOUT_VERSION
             oldest = newest = None
+            age_from = -1
             if firsts[i] is not None:
-                low = next(stamps)[0]
-                oldest = int(_text(low)) if low is not None and int(_text(low)) >= 0 else None
+                low, high, uploaded = (None if v is None else int(_text(v)) for v in next(stamps))
+                oldest = low if low is not None and low >= 0 else None
+                age_from = high if high is not None and high >= 0 else (uploaded if uploaded is not None else -1)
             times = replies[4 * i + 2]
             if indexed and times:
                 newest = int(float(times[0][1])) if float(times[0][1]) >= 0 else None
             records = _int_field(extra, "records", keys.info) if indexed and "records" in extra else None
-            out.append(PartitionSummary(info, records, oldest, newest, int(replies[4 * i + 3]), indexed))
+            out.append(PartitionSummary(info, records, oldest, newest, int(replies[4 * i + 3]), indexed, age_from))
         return out
 
     def summary(self, topic: str, partition: int) -> PartitionSummary | None:

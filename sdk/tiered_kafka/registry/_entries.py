@@ -316,7 +316,8 @@ class PartitionSummary:
     ``records``: records in the registered ranges (unknown counts 0), None on a partition not
     migrated to layout 2; ``oldest_timestamp``: the oldest segment's ``min_timestamp``;
     ``newest_timestamp``: the largest ``max_timestamp`` (None: unknown); ``gap_count``: recorded
-    gaps; ``indexed``: the partition has layout 2's time index and summary."""
+    gaps; ``indexed``: the partition has layout 2's time index and summary; ``oldest_age_from``: the
+    time remote retention ages the oldest segment from (its max timestamp, else its upload time)."""
 
     info: PartitionInfo
     records: int | None
@@ -324,6 +325,8 @@ class PartitionSummary:
     newest_timestamp: int | None
     gap_count: int
     indexed: bool
+    oldest_age_from: int = -1  # the oldest segment's max_timestamp, or its upload_time_ms when that is -1 (remote retention's age); -1: none
+
 
 
 @dataclass(frozen=True, slots=True)
