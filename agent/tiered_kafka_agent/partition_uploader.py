@@ -326,12 +326,12 @@ class PartitionUploader(TwoLeaders):
 
     def _commit_next(self, in_flight: deque[tuple[LocalSegment, int | None, Future[_Upload]]]) -> None:
         """Commit the oldest upload in flight; one whose commit fails is kept for the next pass (its
-        upload finished), except when another leader's upload was in the way (looked at afresh)."""
+        upload finished), except when another leader's or uploader's object was in the way (looked at afresh)."""
         segment, next_base, future = in_flight.popleft()
         upload = future.result()
         try:
             self._commit(segment, next_base, upload)
-        except ObjectKeyBusyError:
+        except (ObjectKeyBusyError, ForeignObjectError):
             raise
         except Exception:
             self._done[segment.base_offset] = (next_base, upload)

@@ -179,23 +179,6 @@ def adopted_entry(topic: str, partition: int, log_key: str, log_size: int, batch
     return entry_from_metadata(topic, partition, log_key, log_size, batch_index_metadata)
 
 
-class ForeignObjectError(RemoteObjectError):
-    """A segment's ``.log`` key holds an object another uploader wrote (no ``tk-*`` metadata: Pinterest's
-    ts-segment-uploader) with other bytes than this segment's: nothing was written (module doc).
-
-    ``etag`` identifies their object, so the uploader reports each conflict once."""
-
-    def __init__(self, key: str, size: int, etag: str, checksum: str | None, ours: SegmentEntry, source: str) -> None:
-        theirs = f"{size} bytes" + (f", {checksum}" if checksum else "") + f", ETag {etag or '?'}"
-        super().__init__(
-            f"s3 object {key} was written by another uploader (no tk-* metadata: {theirs}) and is not segment "
-            f"{ours.base_offset} of {source} ({ours.size} bytes, {ours.checksum}): it is left as it is and the partition "
-            "does not advance past it; compare the two and remove the wrong one, or run `tiered-kafka-agent adopt`"
-        )
-        self.key = key
-        self.etag = etag
-
-
 class ObjectKeyTakenError(RemoteObjectError):
     """A segment's ``.log`` key holds other bytes than this upload's (another leader's segment with
     the same base offset): the conditional PUT was refused and nothing of this upload was written.
@@ -211,6 +194,29 @@ class ObjectKeyTakenError(RemoteObjectError):
         self.key = key
         self.ours = ours
         self.theirs = theirs
+        self.age_s = age_s
+        self.etag = etag
+
+
+class ForeignObjectError(ObjectKeyTakenError):
+    """A segment's ``.log`` key holds an object another uploader wrote (no ``tk-*`` metadata: Pinterest's
+    ts-segment-uploader) with other bytes than this segment's: nothing was written (module doc). Unless a
+    registry entry names that object (then it is another leader's, ``two_leaders``), the uploader reports it
+    once and retries with a backoff, never deleting it (``partition_uploader``).
+
+    ``etag`` identifies their object, so the uploader reports each conflict once."""
+
+    def __init__(self, key: str, size: int, etag: str, checksum: str | None, ours: SegmentEntry, source: str, age_s: float = 0.0) -> None:
+        theirs = f"{size} bytes" + (f", {checksum}" if checksum else "") + f", ETag {etag or '?'}"
+        RemoteObjectError.__init__(
+            self,
+            f"s3 object {key} was written by another uploader (no tk-* metadata: {theirs}) and is not segment "
+            f"{ours.base_offset} of {source} ({ours.size} bytes, {ours.checksum}): it is left as it is and the partition "
+            "does not advance past it; compare the two and remove the wrong one, or run `tiered-kafka-agent adopt`",
+        )
+        self.key = key
+        self.ours = ours
+        self.theirs = None
         self.age_s = age_s
         self.etag = etag
 
@@ -352,7 +358,7 @@ class RemoteStore:
                 if checksum == entry.checksum:
                     log.info("s3 object %s, written by another uploader, holds this segment's bytes: kept as it is", key)
                     return True
-                raise ForeignObjectError(key, size, etag, checksum, entry, str(opened.names.get(FileKind.LOG, opened.segment.base_offset)))
+                raise ForeignObjectError(key, size, etag, checksum, entry, str(opened.names.get(FileKind.LOG, opened.segment.base_offset)), age_s)
             if size == entry.size and metadata.get(f"{META_PREFIX}checksum") == entry.checksum:
                 log.debug("s3 object %s holds this segment's bytes already (an earlier attempt or the other leader's copy)", key)
                 return False

@@ -90,7 +90,7 @@ from tiered_kafka_agent.local_segments import (
     read_stats,
     snapshot_ready,
 )
-from tiered_kafka_agent.remote_store import ObjectKeyTakenError, RemoteStore, UploadHooks, registered_from
+from tiered_kafka_agent.remote_store import ForeignObjectError, ObjectKeyTakenError, RemoteStore, UploadHooks, registered_from
 from tiered_kafka_agent.segment_tail import TailUnavailableError, segment_tail
 
 if TYPE_CHECKING:
@@ -273,6 +273,8 @@ class TwoLeaders:
             return []
         if holder is not None:
             return self._tail_entries(segment, next_base, stats, start, depth, f"registered for offsets {holder.first_offset}..{holder.last_offset}")
+        if isinstance(taken, ForeignObjectError):  # another uploader's object nobody registered: never replaced (partition_uploader)
+            raise taken
         adopted = self._adoptable(segment, next_base, stats, taken, start)
         if adopted is not None:
             log.info("%s: segment %d: adopting the unregistered object %s (a prefix of ours, offsets ..%d)", self.name, base, taken.key, adopted.last_offset)

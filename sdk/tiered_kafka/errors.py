@@ -56,7 +56,7 @@ derive from ``TieredKafkaError``)::
         ├── RemoteObjectError       [tiered_kafka_agent.errors] an S3 object is not what the upload expects
         │   ├── MetadataError       [tiered_kafka_agent.remote_store] a .log object's tk-* metadata is malformed
         │   ├── ObjectKeyTakenError [tiered_kafka_agent.remote_store] the key holds another leader's bytes
-        │   ├── ForeignObjectError  [tiered_kafka_agent.remote_store] the key holds another uploader's other bytes
+        │   │   └── ForeignObjectError  [tiered_kafka_agent.remote_store] ... another uploader's, without tk-* metadata
         │   └── ObjectKeyBusyError  [tiered_kafka_agent.two_leaders] the key holds an upload in flight
         └── ReplicaDivergedError    [tiered_kafka_agent.two_leaders] registering would splice two histories
 
