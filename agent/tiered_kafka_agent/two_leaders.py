@@ -35,6 +35,11 @@ names is never overwritten with other bytes (``remote_store``'s conditional PUT)
     else the object is deleted only if it still has that ETag (``If-Match``) and our segment is
     uploaded again under the freed key.
 
+  - no entry names it and it has no ``tk-*`` metadata at all (``ForeignObjectError``: another uploader's,
+    Pinterest's, with other bytes; the same bytes are kept and registered by ``remote_store``): it is never
+    waited on as an upload in flight nor replaced as an abandoned one; the error goes up to the uploader,
+    which reports it once and retries with a backoff (``partition_uploader``).
+
   A tail whose own key is taken is handled the same way (up to ``MAX_TAKEN_DEPTH`` levels). Only a
   segment that cannot be split (not magic 2: no batch index) under a *registered* object records
   its missing offsets as a gap naming why.
