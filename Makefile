@@ -38,6 +38,7 @@ bench: install
 	$(PY) bench/bench_iceberg.py
 	$(PY) bench/bench_catchup.py
 	$(PY) bench/bench_spark_kafka.py
+	$(PY) bench/bench_kafka_listener.py
 
 # The gateway's OpenAPI description, openapi/openapi.json, regenerated from the FastAPI app
 # (a unit test fails when the checked-in file is stale).

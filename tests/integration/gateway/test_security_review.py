@@ -5,8 +5,14 @@ counting headers in its byte bound; topic names Kafka forbids refused at once.""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
 import time
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
@@ -18,6 +24,7 @@ from tests.support.kafka_clients import create_topic
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka_agent.agent import Agent
+from tiered_kafka_dev.services._process import free_ports
 from tiered_kafka_gateway.app import create_app
 
 pytestmark = pytest.mark.integration
@@ -136,3 +143,39 @@ def test_topic_names_kafka_forbids_are_refused_at_once(name, kafka_server, tmp_p
             assert error["code"] == "invalid_request" and "topic" in response.text, (path, error)
         page = client.get(f"/ui/clusters/{settings.cluster}/topics/{name}")
         assert page.status_code == 422, page.text[:200]
+
+
+def _address_beyond_loopback() -> str:
+    """An address of this host's that is not loopback (the route to a documentation address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.254", 9))  # no packet is sent: only the route is looked up
+        address = probe.getsockname()[0]
+    assert not address.startswith("127."), f"this host has no address beyond loopback ({address}): the test needs one"
+    return address
+
+
+def test_uvicorn_on_every_address_without_authentication_answers_loopback_only(tmp_path) -> None:
+    """The review's case: ``uvicorn tiered_kafka_gateway.asgi:app --host 0.0.0.0`` skipped the
+    exposure check that only ``tiered-kafka-gateway`` ran; the app now checks each request."""
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"clusters": {"c1": {"redis_url": "redis://127.0.0.1:1/0", "s3": {"bucket": "b", "endpoint_url": "http://127.0.0.1:1"}}}}))
+    (port,) = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERED_KAFKA_GATEWAY_")} | {"TIERED_KAFKA_GATEWAY_CONFIG": str(config)}
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "tiered_kafka_gateway.asgi:app", "--host", "0.0.0.0", "--port", str(port)],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: _status(f"http://127.0.0.1:{port}/healthz") == 200, timeout_s=30, what="uvicorn up")
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/clusters").json() == {"clusters": ["c1"]}  # loopback: served
+        outside = httpx.get(f"http://{_address_beyond_loopback()}:{port}/v1/clusters")
+        assert outside.status_code == 403 and outside.json()["error"]["code"] == "anonymous_beyond_loopback", outside.text
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert b"beyond loopback" in stderr  # said once in the log, at ERROR
+
+
+def _status(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.HTTPError:
+        return None

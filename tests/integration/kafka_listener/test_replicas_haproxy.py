@@ -63,7 +63,7 @@ def test_sigkill_of_the_serving_replica_mid_read(tiered: ListenerStack, s3_serve
             replica.wait_ready()
         with haproxy_tcp(lb_port, [p0, p1]):
             consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{lb_port}", "group.id": "replicas", "enable.auto.commit": False,
-                                 "fetch.max.bytes": 20_000, "max.partition.fetch.bytes": 20_000, "reconnect.backoff.ms": 50})
+                                 "fetch.max.bytes": 20_000, "message.max.bytes": 20_000, "max.partition.fetch.bytes": 20_000, "reconnect.backoff.ms": 50})
             try:
                 consumer.assign([TopicPartition(TOPIC, 0, 0)])
                 got: list[Any] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import struct
 import time
 import urllib.request
@@ -35,7 +36,7 @@ OTHER_CLUSTER_TOKEN = "no-cluster-token-0123456789abc"
 def sasl_consumer(address: str, password: str | None, **extra: Any) -> Consumer:
     config = {"bootstrap.servers": address, "group.id": f"sec-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False, **extra}
     if password is not None:
-        config.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "reader", "sasl.password": password})
+        config.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "reader", "sasl.password": password, **extra})
     return Consumer(config)
 
 
@@ -160,3 +161,22 @@ def test_metrics_count_requests_bytes_errors_connections(tiered: ListenerStack) 
         found = [row for row in text.splitlines() if row.startswith(line)]
         assert found, line
     assert float(next(r for r in text.splitlines() if r.startswith(f'tiered_kafka_gateway_kafka_listener_connections{{cluster="{cluster}"}}')).split()[-1]) >= 1
+
+
+def test_sasl_over_tls(tiered: ListenerStack, s3_server: Any, tmp_path: Any) -> None:
+    """SASL_SSL: the listener's TLS (tls_certfile, tls_keyfile) under the same token check."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    auth = {"enabled": True, "tokens": {TOKEN: [TOPIC]}}
+    with another_listener(tiered, s3_server, {"auth": auth}, tls_certfile=str(cert), tls_keyfile=str(key)) as address:
+        consumer = sasl_consumer(address, TOKEN, **{"security.protocol": "SASL_SSL", "ssl.ca.location": str(cert)})
+        try:
+            consumer.assign([TopicPartition(TOPIC, 1, 0)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 100 and time.monotonic() < deadline:
+                got += [m for m in consumer.consume(100, 1) if m.error() is None]
+            assert [m.offset() for m in got[:100]] == list(range(100))
+        finally:
+            consumer.close()
