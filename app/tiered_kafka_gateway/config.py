@@ -65,6 +65,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -80,6 +81,7 @@ from tiered_kafka.registry import check_url, describe_url
 from tiered_kafka_gateway.kafka_listener.settings import KafkaListenerSettings
 from tiered_kafka_service.support import EnvironmentFirstSettings, S3Location, build_settings, check_regexes, describe_validation_error
 
+log = logging.getLogger(__name__)
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
 CLUSTER_NAME = r"[A-Za-z0-9._-]{1,128}"
@@ -359,8 +361,37 @@ def load_settings(path: Path | None = None, **overrides: Any) -> GatewaySettings
             values = json.loads(path.read_text())
         except (OSError, ValueError) as err:
             raise ConfigError(f"cannot read gateway config {path}: {err}") from err
+        warn_if_secrets_readable(path, values)
     values.update(overrides)
     return build_settings(GatewaySettings, values, "gateway")
+
+
+SECRET_KEYS = frozenset({"tokens", "session_secret", "rsm_url_secret", "kafka_security", "secret_access_key", "key_ring"})
+
+
+def _holds_secrets(value: Any) -> list[str]:
+    """The keys of ``value`` (a config file's JSON) that hold a secret (SECRET_KEYS, a Redis URL with a password)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if (key in SECRET_KEYS and inner) or (key == "redis_url" and isinstance(inner, str) and "@" in inner):
+                found.append(str(key))
+            else:
+                found += _holds_secrets(inner)
+    return found
+
+
+def warn_if_secrets_readable(path: Path, values: Any) -> None:
+    """A WARNING when the gateway's config file holds secrets (tokens, sasl.password in kafka_security,
+    keys, a Redis password) and grants its group or others any access (issue 36; as ssh checks its
+    keys, a warning rather than a refusal: a secret mounted 0644 in a container is common)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    held = sorted(set(_holds_secrets(values)))
+    if held and mode & 0o077:
+        log.warning("%s holds secrets (%s) and other users may read it (mode %04o): chmod 600 %s", path, ", ".join(held), mode & 0o7777, path)
 
 
 def is_loopback(host: str) -> bool:

@@ -20,7 +20,7 @@ ASGI ``server``: the local address of the connection): without ``auth.enabled`` 
 
 **Headers on every answer**: ``Cache-Control: no-store`` (answers carry data a token may read;
 no proxy or browser cache keeps them), ``X-Content-Type-Options: nosniff``, ``X-Frame-Options:
-DENY`` and ``Referrer-Policy: no-referrer`` (the coverage pages are never framed: no clickjacking
+DENY`` and ``Referrer-Policy: same-origin`` (the coverage pages are never framed: no clickjacking
 of their forms; their URLs name topics).
 """
 
@@ -39,7 +39,7 @@ SECURITY_HEADERS = (
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # not no-referrer: Chromium then sends "Origin: null" on form POSTs (sessions)
 )
 
 

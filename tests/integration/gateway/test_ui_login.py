@@ -90,8 +90,7 @@ def test_log_in_see_only_the_scoped_topics_and_log_out(site: Site, context: Brow
     assert first is not None and first.status == 401  # no credentials: the way in, not the pages
     page.click("#login")
     page.fill("#token", "not-a-token-" + "x" * 12)
-    refused = page.expect_navigation()
-    with refused:
+    with page.expect_navigation() as refused:
         page.click("#submit")
     assert refused.value.status == 401 and page.locator("#refused").count() == 1 and session_cookie(context) is None
     page.fill("#token", READER)

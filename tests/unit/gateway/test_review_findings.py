@@ -158,3 +158,15 @@ def test_an_unknown_key_in_any_section_is_refused_naming_it(section: dict, where
     with pytest.raises(ConfigError, match=where) as refused:
         load_settings(config)
     assert "x" not in str(refused.value).split(":")[-1] or "Extra inputs" in str(refused.value)
+
+
+def test_a_gateway_config_file_holding_secrets_that_others_may_read_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"clusters": {"c1": {**UNREACHABLE, "kafka_security": {"sasl.password": "hunter2-secret"}}}}))
+    config.chmod(0o644)
+    load_settings(config)
+    assert "holds secrets (kafka_security, redis_url)" in caplog.text and "chmod 600" in caplog.text and "hunter2" not in caplog.text, caplog.text
+    caplog.clear()
+    config.chmod(0o600)
+    load_settings(config)
+    assert "holds secrets" not in caplog.text
