@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             print("starting the gateway ...", file=sys.stderr, flush=True)
             gateway = GatewayServer(gateway_settings(redis_server, s3, bucket, bootstrap), free_ports(1)[0])
             stages["gateway"].callback(gateway.stop)
-            print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/docs)")
+            print(f"Gateway    {gateway.url}  (OpenAPI at {gateway.url}/openapi.json, coverage at {gateway.url}/ui/)")
             from tiered_kafka_gateway.ui import UI_PREFIX  # the gateway's modules load with the gateway (GatewayServer)
 
             print(f"Coverage   {gateway.url}{UI_PREFIX}/  (the operator's view: remote segments, gaps and Kafka's range per partition)")
