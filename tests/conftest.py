@@ -17,15 +17,31 @@ pytest_plugins = ["tiered_kafka_dev.services.pytest_plugin"]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local[2] SparkSession for every package that reads through Spark: a session's JVM start
+    """One local[2] SparkSession for every test that reads through Spark: a session's JVM start
     costs ~10 s of the 2 CPUs, once instead of once per package. The standalone-cluster tests
     (``tests/integration/spark_cluster``) stop it before they connect to their master, as a process
-    holds one SparkContext; tests after them start a session of their own."""
+    holds one SparkContext: they run last (``pytest_collection_modifyitems``), so no test after them
+    needs this one."""
     from tiered_kafka.spark.session import local_session
 
     session = local_session("local[2]", "tiered-kafka-tests")
     yield session
     session.stop()
+
+
+LAST = ("tests/integration/spark_cluster/",)
+"""Tests run after every other one: the standalone Spark cluster's stop the shared local session (``spark``)."""
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the tests under ``LAST`` to the end, keeping the order within each group (so package- and
+    module-scoped fixtures still set up once)."""
+    root = config.rootpath
+
+    def last(item: pytest.Item) -> bool:
+        return item.path.is_relative_to(root) and item.path.relative_to(root).as_posix().startswith(LAST)
+
+    items[:] = [i for i in items if not last(i)] + [i for i in items if last(i)]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -207,19 +207,13 @@ def test_cli_cat_stops_at_the_remote_lso_from_any_start(log: Log) -> None:
     assert code == 1 and offsets == [] and f"a transaction open at offset {log.first_open} has no marker yet" in stderr, stderr
 
 
-def test_spark_slice_from_past_the_open_transaction_yields_no_row(log: Log) -> None:
-    from tiered_kafka.spark.session import local_session
-
+def test_spark_slice_from_past_the_open_transaction_yields_no_row(log: Log, spark: Any) -> None:
     start = _start(log)
-    spark = local_session("local[2]", "tiered-kafka-remote-lso")
-    try:
-        options = {"tiered.gateway.url": log.stack.gateway_url, "tiered.cluster": log.stack.cluster, "kafka.isolation.level": "read_committed"}
-        past = spark.read.format("tiered-kafka").options(**options, assign=f'{{"{TOPIC}":[0]}}', startingOffsets=f'{{"{TOPIC}":{{"0":{start}}}}}').load()
-        assert past.count() == 0
-        everything = spark.read.format("tiered-kafka").options(**options, subscribe=TOPIC).load().select("offset").collect()
-        assert sorted(r["offset"] for r in everything) == list(range(log.first_open))
-    finally:
-        spark.stop()
+    options = {"tiered.gateway.url": log.stack.gateway_url, "tiered.cluster": log.stack.cluster, "kafka.isolation.level": "read_committed"}
+    past = spark.read.format("tiered-kafka").options(**options, assign=f'{{"{TOPIC}":[0]}}', startingOffsets=f'{{"{TOPIC}":{{"0":{start}}}}}').load()
+    assert past.count() == 0
+    everything = spark.read.format("tiered-kafka").options(**options, subscribe=TOPIC).load().select("offset").collect()
+    assert sorted(r["offset"] for r in everything) == list(range(log.first_open))
 
 
 def test_records_appear_once_the_transaction_commits_and_its_marker_is_uploaded(log: Log) -> None:

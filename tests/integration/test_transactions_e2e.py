@@ -240,20 +240,14 @@ def test_cli_cat_terminates_and_equals_kafka_read_committed(txn_stack: TieredSta
         assert got == [r for r in reference if r[0] == p]
 
 
-def test_spark_read_committed_equals_kafka(txn_stack: TieredStack, reference: list[Row]) -> None:
-    from tiered_kafka.spark.session import local_session
-
-    spark = local_session("local[2]", "tiered-kafka-txn-e2e")
-    try:
-        rows = (
-            spark.read.format("tiered-kafka")
-            .options(**{"tiered.gateway.url": txn_stack.gateway_url, "tiered.cluster": txn_stack.cluster, "subscribe": TOPIC, "kafka.isolation.level": "read_committed"})
-            .load()
-            .select("partition", "offset", "key", "value")
-            .collect()
-        )
-    finally:
-        spark.stop()
+def test_spark_read_committed_equals_kafka(txn_stack: TieredStack, reference: list[Row], spark: Any) -> None:
+    rows = (
+        spark.read.format("tiered-kafka")
+        .options(**{"tiered.gateway.url": txn_stack.gateway_url, "tiered.cluster": txn_stack.cluster, "subscribe": TOPIC, "kafka.isolation.level": "read_committed"})
+        .load()
+        .select("partition", "offset", "key", "value")
+        .collect()
+    )
     got = sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"])) for r in rows)
     assert got == _covered(reference, {p: _remote_end(txn_stack, p) for p in range(PARTITIONS)})
 

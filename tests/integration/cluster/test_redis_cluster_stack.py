@@ -1,5 +1,6 @@
-"""The agent, the gateway, the backfill and ``rebuild-registry``, as processes, on a real Redis Cluster
-(three masters with a replica each), configured only by a ``redis+cluster://`` URL; a master killed
+"""The agent, the gateway and ``rebuild-registry`` as processes, and the backfill (in the test's process, on the
+suite's shared Spark session), on a real Redis Cluster (three
+masters with a replica each), configured only by a ``redis+cluster://`` URL; a master killed
 mid-run fails over to its replica while the agent and the gateway keep running."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tests.integration.cluster.conftest import ClusterStack, ReplyDroppingProxy,
 from tests.support.agent_env import rotated_bases, wait_for
 from tests.support.kafka_clients import value_for
 from tests.support.subprocesses import run_in_session
+from tiered_kafka.spark.backfill import main as backfill_main
 from tiered_kafka.bulk import read_table
 from tiered_kafka.registry import Registry, SegmentEntry, connect
 from tiered_kafka_dev.services import RedisClusterServer
@@ -52,7 +54,9 @@ def check_registry_matches_s3(stack: ClusterStack, s3_server: Any, bucket: str) 
         assert info is not None and info.segment_count == len(segments) and info.total_bytes == sum(s.size for s in segments)
 
 
-def test_agent_gateway_backfill_and_rebuild_run_on_a_redis_cluster(kafka_server, redis_cluster, s3_server, s3_bucket, tmp_path: Path) -> None:
+def test_agent_gateway_backfill_and_rebuild_run_on_a_redis_cluster(
+    kafka_server, redis_cluster, s3_server, s3_bucket, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     with cluster_stack(kafka_server, tmp_path, redis_cluster, s3_server, s3_bucket, TOPIC, PARTITIONS) as stack:
         client = stack.registry.client
         assert isinstance(client.cluster_client(), redis.RedisCluster)
@@ -63,13 +67,14 @@ def test_agent_gateway_backfill_and_rebuild_run_on_a_redis_cluster(kafka_server,
         check_registry_matches_s3(stack, s3_server, s3_bucket)
         check_sdk_reads_every_offset(stack, 500)
 
-        backfill = run_in_session(
-            [sys.executable, "-m", "tiered_kafka.spark.backfill", "--gateway-url", stack.gateway.url, "--cluster", stack.cluster,
-             "--topic", stack.topic, "--output", str(tmp_path / "parquet"), "--redis-url", stack.settings.redis.url, "--master", "local[1]"],
-            timeout_s=600,
-        )  # fmt: skip
-        assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
-        assert "row counts match the registry" in backfill.stdout
+        capsys.readouterr()
+        code = backfill_main(
+            ["--gateway-url", stack.gateway.url, "--cluster", stack.cluster, "--topic", stack.topic, "--output", str(tmp_path / "parquet"),
+             "--redis-url", stack.settings.redis.url, "--master", "local[2]"],
+        )  # fmt: skip  # in this process, on the shared Spark session (a JVM start saved); as a process: spark_cluster/test_submit.py
+        backfill = capsys.readouterr()
+        assert code == 0, backfill.out[-3000:] + backfill.err[-3000:]
+        assert "row counts match the registry" in backfill.out
 
         stack.agent.stop()  # rebuild-registry runs while no agent writes
         registered = stack.registry.dump()
