@@ -33,6 +33,7 @@ bench: install
 	$(PY) bench/bench_spark_stream.py
 	$(PY) bench/bench_gateway_lb.py
 	$(PY) bench/bench_registry.py
+	$(PY) bench/bench_registry_scale.py
 	$(PY) bench/bench_rsm.py
 	$(PY) bench/bench_coverage_page.py
 	$(PY) bench/bench_iceberg.py

@@ -97,6 +97,8 @@ from tiered_kafka_gateway.s3_objects import CountsS3, S3Objects
 from tiered_kafka_gateway.segment_indexes import SegmentIndexes, last_offset_in
 
 log = logging.getLogger(__name__)
+TIME_PAGE = 16
+"""Segments read at once after the one the time index found (``segments_from_time``): most answers need one."""
 
 
 class ClusterReader(SegmentIndexes, CountsS3):
@@ -213,11 +215,20 @@ class ClusterReader(SegmentIndexes, CountsS3):
 
     def segments_from_time(self, topic: str, partition: int, timestamp: int) -> Iterator[SegmentEntry]:
         """The registered segments from the first whose max timestamp reaches ``timestamp``: found by
-        the registry's time index (logarithmic), then one ``next_segment`` at a time; keys checked."""
+        the registry's time index (logarithmic), then read on in pages (``TIME_PAGE``, growing) as the
+        caller iterates; keys checked."""
         entry = self.registry.segment_at_time(topic, partition, timestamp)
-        while entry is not None:
-            yield self._trusted(topic, partition, entry)
-            entry = self.registry.next_segment(topic, partition, entry.first)
+        if entry is None:
+            return
+        yield self._trusted(topic, partition, entry)
+        page = TIME_PAGE
+        while True:
+            following = self.registry.segments(topic, partition, from_offset=entry.last_offset + 1, limit=page)
+            for entry in following:
+                yield self._trusted(topic, partition, entry)
+            if len(following) < page:
+                return
+            page = min(page * 4, 4096)
 
     def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
         """The registry's time index members before the segment reaching ``timestamp`` (no entry read)."""

@@ -21,7 +21,10 @@ in one hash slot; ``N`` below is the namespace, ``tk`` by default::
     N:{C/T-P}:gaps                 ZSET  member "{start:020d}:{end:020d}", score = start offset
     N:{C/T-P}:gap-details          HASH  field = that member, value = JSON {"detected_ms": int, "reason": str}
     N:{C/T-P}:coverage             HASH  start_offset, observed_ms, next_offset, expired_until (below)
+    N:{C/T-P}:times                ZSET  the time index (layout 2, below): member "{first:020d}:{last:020d}:{max_timestamp}:{size}",
+                                         score = running max of max_timestamp up to that segment, in offset order
     N:{C}:partitions               SET   members "T-P": partitions with entries (its own slot; may lag, below)
+    N:{C}:partition-index          ZSET  members "{topic} {partition:010d}", score 0: the same partitions, ordered (layout 2)
 
 for example ``tk:{kafkaCluster1/orders-3}:segment:00000000000000000100``. Every value is a string;
 integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:data:`SEGMENT_FIELDS`):
@@ -48,13 +51,10 @@ integers are plain decimal (``-1`` allowed where noted). Segment hash fields (:d
     control_records control records (COMMIT/ABORT markers) in the segment's batches (-1 unknown)
     open_txn_first_offset  first offset of the earliest transaction still open after the segment
                     (from the producer snapshot at its end); -1 none open, -2 unknown
-    sparse_index    the segment's sparse plan index (``tiered_kafka.format.sparse_index``: batch starts
-                    at least 1 MiB apart with their base offsets, about 8 KiB per GiB of segment), as
-                    base64 text; "" or absent when it has none. Written at registration when the agent
-                    built a batch index, or later by ``add_files`` (``backfill-batch-index``); the
-                    gateway plans a segment's first read from it without an S3 request. Optional
-                    and derived: text that is not base64 reads as None (a warning, once per entry),
-                    never an error of the lookup (the gateway then plans from the batch index)
+    sparse_index    written by the layout before 2 only (layout 2 stores none: below): the segment's
+                    sparse plan index (``tiered_kafka.format.sparse_index``) as base64 text. Still read
+                    (``SegmentEntry.sparse_index``) from entries not migrated yet; text that is not
+                    base64 reads as None (a warning, once per entry), never an error of the lookup
     min_timestamp_exact  "1": ``min_timestamp`` is exact, every record decoded
                     (``tiered_kafka_agent.local_segments.MinTimestamp``); "0" or absent (entries
                     from before it): not a bound. Also the .log object's ``tk-min-timestamp-exact``
@@ -78,6 +78,48 @@ retention deleting every segment (and the ``info`` hash's extent with it) keeps 
                     segment is deleted, to the new earliest offset (or past the deleted one)
 
 Fields a reader does not know are ignored, so fields can be added without breaking old readers.
+
+Layout 2 (issue 34: 100,000 partitions, 10 million segments)
+============================================================
+
+Every request and every pass costs what it touches, not the cluster's history:
+
+- **No sparse index in Redis.** It was 8 KiB (11 KB of base64) per 1 GiB segment, over Redis's 64-byte
+  limit for compact hashes, so every segment hash was a full hash table: 14,294 bytes a segment. Decision:
+  it lives in S3 already, as the batch index it is derived from (``{base}.batchindex``, uploaded beside the
+  segment): the gateway's first plan of a segment GETs that (one S3 request, the bar of the issue; 1 GET per
+  GiB, far under the 130 per GB of #15) and keeps the derived sparse digest in its own cache
+  (``cache.sparse_index_bytes``), so a later first plan after the large batch index was evicted needs no
+  GET. A coarser form in Redis was rejected: even 16 MiB spacing costs 500+ bytes a segment and makes small
+  cold plans impossible. :meth:`Registry.register` and :meth:`Registry.add_files` keep their signatures
+  and do not store it. Without it a segment hash (18 short fields) is a listpack: with its ZSET member
+  and its time index member, under 1,024 bytes a segment (``bench/bench_registry_scale.py``). An object
+  key over 64 bytes (a long topic name, a long prefix) makes that hash a hash table again (Redis's
+  ``hash-max-listpack-value``): raise that setting for such clusters.
+- **Time index** ``times``: scored by the *running* max timestamp, so its order is the offset order
+  (ties sort by member, i.e. by first offset) and the first member scored >= T is the first segment whose
+  own ``max_timestamp`` >= T (Kafka's ListOffsets rule): :meth:`Registry.segment_at_time` is one
+  ZRANGEBYSCORE, logarithmic. The members before it are the segments proven older than T
+  (:meth:`Registry.ranges_before_time`: offsets and sizes without reading an entry). Kept by the register
+  script (a segment registered out of order raises the scores after it that are lower) and the delete
+  script (lowers the ones after it until one keeps its score). ``-1`` (unknown) counts as -1.
+- **Summaries** in the ``info`` hash, kept by the same scripts: ``records`` (records in the registered
+  ranges, unknown counts 0) and ``layout`` "2" (this partition's time index and summary are complete).
+  :meth:`Registry.summaries` reads a page of partitions in two pipelined round trips (with the oldest
+  segment's timestamps and the newest max timestamp): what the coverage pages and remote retention read.
+- **Listings**: the ``partition-index`` ZSET orders the partitions (topic, then partition number; a space
+  sorts below every character of a topic name) for :meth:`Registry.partitions_page` (after a cursor, or
+  from a rank) and :meth:`Registry.partition_count` (ZCARD / ZLEXCOUNT): a page costs the page. It is
+  written beside the ``partitions`` SET (one pipelined round trip, the same slot) and lags like it.
+- **Pipelined registration**: :meth:`Registry.register_many` (rebuild, adoption) sends a batch of register
+  scripts in one round trip.
+- **Migration** (``_migrate``, :meth:`Registry.migrate`, ``tiered-kafka-agent migrate-registry``): in
+  place, resumable, partition by partition: the partition index filled from the SET; each partition not
+  at ``layout`` 2 has its segment hashes rewritten without ``sparse_index`` (so Redis stores them compactly
+  again) and its time index and summary written, in one script that checks the segments did not change.
+  Until then everything is read as before: entries (their sparse index too), time lookups and summaries
+  by a scan of that partition, listings from the SET. A partition registered first by layout 2 code is at
+  layout 2 from its first segment.
 
 Rules
 =====
@@ -122,8 +164,8 @@ Rules
   gaps and the coverage start have their own objects (``tiered_kafka.keyspace``).
 
 The implementation is split into private modules (``_layout``: keys and members, ``_entries``:
-records, ``_scripts``: the Lua scripts, ``_client``: :class:`Registry`, ``_connect``: :func:`connect`, ``_errors``); import
-everything from ``tiered_kafka.registry``.
+records, ``_scripts``: the Lua scripts, ``_client``: :class:`Registry`, ``_migrate``: layout 2's migration,
+``_connect``: :func:`connect`, ``_errors``); import everything from ``tiered_kafka.registry``.
 """
 from tiered_kafka.registry._client import Registry, RedisClient
 from tiered_kafka.registry._connect import LazyRedisCluster, check_url, connect, describe_url, is_cluster_url

@@ -1,0 +1,194 @@
+"""The registry's paged reads (layout 2, package doc): summaries, the time index, pages of segments and of
+partitions; each costs what it returns. A mixin of :class:`~tiered_kafka.registry.Registry` (``_client``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tiered_kafka.registry._entries import PartitionInfo, PartitionSummary, SegmentEntry
+from tiered_kafka.registry._errors import MalformedRegistryDataError, RegistryValueError
+from tiered_kafka.registry._layout import (
+    LAYOUT_VERSION,
+    PartitionKeys,
+    _check_topic_partition,
+    _decode_mapping,
+    _int_field,
+    _text,
+    parse_partition_index_member,
+    parse_segment_member,
+    parse_time_member,
+    partition_index_member,
+)
+
+_READ_ATTEMPTS = 3
+
+
+def _translated(what: str) -> Any:
+    from tiered_kafka.registry._client import _translated as translated
+
+    return translated(what)
+
+if TYPE_CHECKING:
+    from tiered_kafka.registry._client import Registry as _Base
+else:
+    _Base = object
+
+
+class PagedReads(_Base):
+    def summaries(self, partitions: Sequence[tuple[str, int]]) -> list[PartitionSummary | None]:
+        """Each partition's :class:`PartitionSummary` (None: nothing ever registered), in two pipelined
+        round trips for all of them: what a listing or coverage page shows, never a segment list.
+        A partition not migrated to layout 2 has ``records`` None (module doc, "Layout 2")."""
+        if not partitions:
+            return []
+        all_keys = [self.keys(t, p) for t, p in partitions]
+        with _translated(f"summaries of {len(partitions)} partitions"):
+            pipe = self.client.pipeline(transaction=False)
+            for keys in all_keys:
+                pipe.hgetall(keys.info)
+                pipe.zrange(keys.segments, 0, 0)
+                pipe.zrange(keys.times, -1, -1, withscores=True)
+                pipe.zcard(keys.gaps)
+            replies = pipe.execute()
+            firsts: list[tuple[PartitionKeys, int] | None] = []
+            pipe = self.client.pipeline(transaction=False)
+            for i, keys in enumerate(all_keys):
+                first = replies[4 * i + 1]
+                if first:
+                    base = parse_segment_member(first[0], key=keys.segments)[0]
+                    firsts.append((keys, base))
+                    pipe.hmget(keys.segment(base), ["min_timestamp", "max_timestamp", "upload_time_ms"])
+                else:
+                    firsts.append(None)
+            stamps = iter(pipe.execute())
+        out: list[PartitionSummary | None] = []
+        for i, keys in enumerate(all_keys):
+            fields = replies[4 * i]
+            if not fields:
+                out.append(None)
+                if firsts[i] is not None:
+                    next(stamps)
+                continue
+            info = PartitionInfo.from_fields(fields, key=keys.info)
+            extra = _decode_mapping(fields, keys.info)
+            indexed = extra.get("layout") == LAYOUT_VERSION
+            oldest = newest = None
+            age_from = -1
+            if firsts[i] is not None:
+                low, high, uploaded = (None if v is None else int(_text(v)) for v in next(stamps))
+                oldest = low if low is not None and low >= 0 else None
+                age_from = high if high is not None and high >= 0 else (uploaded if uploaded is not None else -1)
+            times = replies[4 * i + 2]
+            if indexed and times:
+                newest = int(float(times[0][1])) if float(times[0][1]) >= 0 else None
+            records = _int_field(extra, "records", keys.info) if indexed and "records" in extra else None
+            out.append(PartitionSummary(info, records, oldest, newest, int(replies[4 * i + 3]), indexed, age_from))
+        return out
+
+    def summary(self, topic: str, partition: int) -> PartitionSummary | None:
+        """:meth:`summaries` of one partition."""
+        return self.summaries([(topic, partition)])[0]
+
+    def segment_at_time(self, topic: str, partition: int, timestamp: int) -> SegmentEntry | None:
+        """The first segment (by offset) whose ``max_timestamp`` is >= ``timestamp`` (Kafka's
+        ListOffsets picks that segment); None when none is. Logarithmic on a layout 2 partition
+        (the time index); a partition not migrated yet is read whole."""
+        keys = self.keys(topic, partition)
+        with _translated(f"segment at time {timestamp} of {topic}-{partition}"):
+            for _ in range(_READ_ATTEMPTS):
+                if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                    return next((e for e in self.segments(topic, partition) if e.max_timestamp >= timestamp), None)
+                found = self.client.zrangebyscore(keys.times, timestamp, "+inf", start=0, num=1)
+                if not found:
+                    return None
+                member = _text(found[0])[:41]
+                entries = self._load(topic, partition, keys, [member])
+                if entries:
+                    return entries[0]
+        raise MalformedRegistryDataError("the time index names a segment that is not registered", key=keys.times)
+
+    def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """(first_offset, last_offset, size) of every segment before :meth:`segment_at_time`'s, by
+        offset: each has a ``max_timestamp`` below ``timestamp``. From the time index's members alone
+        on a layout 2 partition (no segment hash read); a partition not migrated yet is read whole."""
+        keys = self.keys(topic, partition)
+        with _translated(f"segments before time {timestamp} of {topic}-{partition}"):
+            if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                out = []
+                for e in self.segments(topic, partition):
+                    if e.max_timestamp >= timestamp:
+                        break
+                    out.append((e.first, e.last_offset, e.size))
+                return out
+            members = self.client.zrangebyscore(keys.times, "-inf", f"({timestamp}")
+        out = []
+        for member in members:  # "{first:020d}:{last:020d}:{max_timestamp}:{size}", split without a regex (thousands of them)
+            parts = _text(member).split(":")
+            if len(parts) != 4 or len(parts[0]) != 20 or len(parts[1]) != 20:
+                parse_time_member(member, key=keys.times)  # raises, naming the member
+            try:
+                out.append((int(parts[0]), int(parts[1]), int(parts[3])))
+            except ValueError:
+                parse_time_member(member, key=keys.times)
+                raise
+        return out
+
+    def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
+        """``count`` segments from the ``start``-th (by first offset, from 0): a page of a long
+        partition without reading the rest (ZRANGE by rank)."""
+        if start < 0 or count < 0:
+            raise RegistryValueError(f"start and count must be >= 0, got {start!r}, {count!r}")
+        if count == 0:
+            return []
+        keys = self.keys(topic, partition)
+        with _translated(f"segments {start}.. of {topic}-{partition}"):
+            for _ in range(_READ_ATTEMPTS):
+                entries = self._load(topic, partition, keys, self.client.zrange(keys.segments, start, start + count - 1))
+                if entries is not None:
+                    return entries
+        raise MalformedRegistryDataError("segments listed without their hashes", key=keys.segments)
+
+    def partition_count(self, topic: str | None = None) -> int:
+        """How many partitions the partition index lists (of ``topic``, when given); a registry not
+        migrated yet (no index) counts its partitions SET."""
+        with _translated(f"partition count of {self.cluster}"):
+            if topic is None:
+                count = int(self.client.zcard(self.partition_index_key))
+            else:
+                low, high = _topic_bounds(topic)
+                count = int(self.client.zlexcount(self.partition_index_key, low, high))
+            if count or self.client.exists(self.partition_index_key):
+                return count
+        return sum(1 for t, _ in self.partitions() if topic is None or t == topic)
+
+    def partitions_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000,
+                        topic: str | None = None) -> list[tuple[str, int]]:
+        """Up to ``limit`` partitions in (topic, partition) order from the partition index: those
+        after ``after`` (a cursor: the last one of the previous page) or from rank ``start``,
+        optionally of one ``topic``. Costs the page, not the cluster (module doc, "Listings"). A
+        registry not migrated yet (no index) is read whole from its partitions SET."""
+        if limit < 1:
+            raise RegistryValueError(f"limit must be >= 1, got {limit!r}")
+        low, high = ("-", "+") if topic is None else _topic_bounds(topic)
+        if after is not None:
+            cursor = "(" + partition_index_member(*after)
+            low = cursor if low == "-" or cursor > low else low
+        with _translated(f"partitions of {self.cluster}"):
+            if not self.client.exists(self.partition_index_key):
+                everything = [tp for tp in self.partitions() if topic is None or tp[0] == topic]
+                everything.sort(key=lambda tp: partition_index_member(*tp))
+                if after is not None:
+                    everything = [tp for tp in everything if partition_index_member(*tp) > partition_index_member(*after)]
+                return everything[start or 0 :][:limit]
+            members = self.client.zrangebylex(self.partition_index_key, low, high, start=start or 0, num=limit)
+        return [parse_partition_index_member(m, key=self.partition_index_key) for m in members]
+
+
+
+def _topic_bounds(topic: str) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of one topic's partition index members (``"{topic} {partition:010d}"``)."""
+    _check_topic_partition(topic, 0)
+    return f"[{topic} ", f"({topic}!"
+
+
