@@ -51,6 +51,8 @@ GOAL_RATE = 3.0
 @dataclass
 class Stack:
     listener: str
+    gateway_port: int
+    cluster: str
     last: int
     segment_bytes: int
     bootstrap: str
@@ -89,7 +91,7 @@ def listener_stack(mib: int, segment_mib: int, value_bytes: int) -> Iterator[Sta
         if kafka.pid is None:
             raise RuntimeError("Kafka is not running")
         pids = {"broker": kafka.pid, "S3 server": s3._proc.pid, "gateway": gateway.pid}  # noqa: SLF001
-        yield Stack(f"127.0.0.1:{port}", info.latest_offset, info.total_bytes, kafka.bootstrap_servers, pids, kafka.log_dir, storage)
+        yield Stack(f"127.0.0.1:{port}", gateway.port, cluster, info.latest_offset, info.total_bytes, kafka.bootstrap_servers, pids, kafka.log_dir, storage)
 
 
 def tier(stack: Stack, segments: int) -> None:
@@ -112,11 +114,15 @@ def tier(stack: Stack, segments: int) -> None:
 
 
 def measure(stack: Stack, bootstrap: str) -> dict[str, Any]:
+    from bench_gateway import gateway_s3_gets
+
+    gets = gateway_s3_gets(stack.gateway_port, stack.cluster)
     before = {k: process_cpu_s(p) for k, p in stack.pids.items()}
     busy, started = machine_busy(), time.perf_counter()
     result = run_script_child(__file__, "confluent", bootstrap, stack.last)
     result["run_s"], result["machine_s"] = time.perf_counter() - started, machine_busy() - busy
     result["servers"] = {k: process_cpu_s(p) - before[k] for k, p in stack.pids.items()}
+    result["gets"] = gateway_s3_gets(stack.gateway_port, stack.cluster) - gets
     if result["records"] != stack.last + 1:
         raise SystemExit(f"read {result['records']} records, {stack.last + 1} were expected")
     return result
@@ -140,14 +146,14 @@ def report(value_bytes: int, stack: Stack, rows: dict[str, dict[str, Any]], idle
     records, gb = stack.last + 1, stack.segment_bytes / 1e9
     print(f"\n{records:,} records of {value_bytes} B, {gb * 1000:.1f} MB of segments; best round per row; {os.cpu_count()} CPUs shared with other work")
     print(f"{'row':<48} {'records/s':>11} {'MB/s':>8} {'client CPU-s':>12} {'broker CPU-s':>12} {'(above idle)':>12} {'listener CPU-s':>14} "
-          f"{'S3 server CPU-s':>15} {'CPU-s/GB (server)':>17}")
+          f"{'S3 server CPU-s':>15} {'S3 GETs':>8} {'CPU-s/GB (server)':>17}")
     above: dict[str, float] = {}
     for row, r in rows.items():
         above[row] = r["servers"]["broker"] - idle[row]["broker"] * r["run_s"]
         server = r["servers"]["gateway"] if row.startswith("L") else above[row]
         print(f"{LABELS[row]:<48} {records / r['elapsed']:>11,.0f} {gb * 1000 / r['elapsed']:>8.1f} {r['cpu_s']:>12.2f} {r['servers']['broker']:>12.2f} "
-              f"{above[row]:>12.2f} {r['servers']['gateway']:>14.2f} {r['servers']['S3 server']:>15.2f} {server / gb:>17.2f}")
-    print("  (CPU-s/GB (server): the listener's process for L rows, the broker's above idle for a and b)")
+              f"{above[row]:>12.2f} {r['servers']['gateway']:>14.2f} {r['servers']['S3 server']:>15.2f} {r['gets']:>8} {server / gb:>17.2f}")
+    print("  (CPU-s/GB (server): the listener's process for L rows, the broker's above idle for a and b; S3 GETs: the listener's own)")
     for row in ("L1", "L2"):
         print(f"goal broker CPU-s above idle through the listener ({row}) 0: {above[row]:.2f} "
               f"({rows[row]['servers']['broker']:.2f} measured over {rows[row]['run_s']:.2f} s, idle {idle[row]['broker']:.3f}/s)")

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
 from tiered_kafka_gateway.deps import Access
 from tiered_kafka_gateway.kafka_listener.metrics import ListenerMetrics
+from tiered_kafka_gateway.kafka_listener.read_ahead import ReadAhead
 from tiered_kafka_gateway.kafka_listener.settings import KafkaListenerSettings
 from tiered_kafka_gateway.kafka_listener.upstream import Upstream, KafkaUpstreamError
 from tiered_kafka_gateway.sources import ClusterSource
@@ -63,8 +64,13 @@ class ListenerContext:
     authenticate: Callable[[str], Access | None] | None  # None: auth disabled, every caller reads everything
     pool: ThreadPoolExecutor
     advertised: tuple[str, int] = ("127.0.0.1", 0)
+    ahead: ReadAhead | None = None
     _watermarks: dict[tuple[str, int, int], tuple[float, int]] = field(default_factory=dict)
     _listing: tuple[float, Listing] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ahead is None and self.settings.read_ahead_bytes and self.settings.read_ahead_capacity:
+            self.ahead = ReadAhead(self.settings.read_ahead_capacity)
 
     @property
     def mode(self) -> Mode:

@@ -45,7 +45,8 @@ from typing import Any
 from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide
 from tiered_kafka.registry import PartitionInfo
 from tiered_kafka_gateway.deps import Access
-from tiered_kafka_gateway.errors import GatewayError
+from tiered_kafka_gateway.errors import ErrorCode, GatewayError
+from tiered_kafka_gateway.kafka_listener.read_ahead import ReadAhead, split
 from tiered_kafka_gateway.kafka_listener import errors as kafka_errors
 from tiered_kafka_gateway.kafka_listener.context import ListenerContext
 from tiered_kafka_gateway.kafka_listener.upstream import KafkaUpstreamError
@@ -98,9 +99,11 @@ def cut_at(data: bytes, end: int) -> bytes:
 
 
 def read_remote(source: ClusterSource, topic: str, partition: int, offset: int, limit: int, info: PartitionInfo,
-                stable_end: int | None, committed: bool) -> RemoteRead:
+                stable_end: int | None, committed: bool, ahead: ReadAhead | None = None, ahead_bytes: int = 0) -> RemoteRead:
     """Plans from ``offset`` and their bytes, within ``limit`` (at least the first range: KIP-74), stopping
     before a gap met after the first plan and, read_committed, at ``stable_end``. Blocking (S3, Redis)."""
+    if ahead is not None and not committed:
+        return _read_ahead(source, ahead, ahead_bytes, topic, partition, offset, limit)
     chunks: list[bytes] = []
     size = 0
     position = offset
@@ -134,6 +137,23 @@ def read_remote(source: ClusterSource, topic: str, partition: int, offset: int, 
             break
     aborted = aborted_overlapping(source, topic, partition, offset, position - 1) if committed and chunks else ([] if committed else None)
     return RemoteRead(chunks, size, position, gap, aborted)
+
+
+def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic: str, partition: int, offset: int, limit: int) -> RemoteRead:
+    """``read_remote`` through the read-ahead (``read_ahead`` module): whole batches within ``limit``, at least one."""
+    data = ahead.take(topic, partition, offset)
+    if data is None:
+        plan = source.plan(topic, partition, offset, max(ahead_bytes, limit))
+        if plan.gap is not None:
+            return RemoteRead([], 0, offset, gap=plan.gap)
+        parts = [source.read_range(plan.segment.object_key, r) for r in plan.ranges]
+        data = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
+    size, next_offset = split(data, limit)
+    if size == 0:  # nothing whole (cannot happen with batch-aligned ranges): fail loudly rather than loop
+        raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"no whole record batch at {topic}-{partition} offset {offset}")
+    if size < len(data):
+        ahead.put(topic, partition, next_offset, data[size:])
+    return RemoteRead([data[:size]], size, next_offset, None, None)
 
 
 def aborted_overlapping(source: ClusterSource, topic: str, partition: int, first: int, last: int) -> list[dict[str, int]]:
@@ -188,12 +208,14 @@ async def handle(ctx: ListenerContext, access: Access, version: int, request: di
         for slot in proxied:  # KAFKA_PREFERRED: Kafka refused below its log start, remote storage may hold it
             if slot.kafka_first and slot.data is not None and slot.data["ErrorCode"] == kafka_errors.OFFSET_OUT_OF_RANGE:
                 log_start = slot.data["LogStartOffset"]
+                if log_start < 0:  # Kafka's error answers carry no log start: ask it
+                    log_start = await ctx.kafka_offset(slot.topic, slot.partition, -2) or -1  # type: ignore[arg-type]
                 if slot.offset < log_start and decide(ctx.mode, remote_holds=lambda: True, kafka_configured=True, kafka_below_log_start=True) is Source.REMOTE:
                     slot.proxy = False
                     slot.extra["kafka_log_start"] = log_start
                     await _decide_and_read(ctx, slot, committed, budget - sent, sent == 0, after_kafka=True)
         for slot in proxied:
-            records = slot.data["Records"] if slot.data else None
+            records = slot.data["Records"] if slot.data and slot.proxy else None  # a KAFKA_PREFERRED fallback counted as remote
             if records:
                 ctx.metrics.bytes.labels(ctx.name, "out", "kafka").inc(len(records))
     elif sent == 0 and request["MaxWaitMs"] > 0 and all(s.data is not None and not s.data["ErrorCode"] for _n, _t, slots in order for s in slots):
@@ -246,7 +268,8 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
         slot.data = partition_data(slot, hw=hw, lso=stable_end if stable_end is not None else hw, log_start=info.earliest_offset,
                                    aborted=[] if committed else None)
         return 0
-    read = await ctx.blocking(read_remote, ctx.source, topic, partition, offset, limit, info, stable_end, committed)
+    read = await ctx.blocking(read_remote, ctx.source, topic, partition, offset, limit, info, stable_end, committed, ctx.ahead,
+                              ctx.settings.read_ahead_bytes)
     if read.gap is not None:
         gap = read.gap
         if at_gap(ctx.mode, offset, gap.start_offset, gap.end_offset, kafka_log_start) is Action.READ_KAFKA and kafka and not after_kafka:

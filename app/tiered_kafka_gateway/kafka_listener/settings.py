@@ -17,6 +17,8 @@
     idle_timeout_s       600          Kafka's connections.max.idle.ms: a silent connection is closed
     request_timeout_s    30           a frame started must arrive whole within this (a slow client is closed)
     max_response_bytes   64 MiB       the most one Fetch response carries (KIP-74: at least one batch)
+    read_ahead_bytes     8 MiB        one S3 read at a partition's position serves the Fetch requests that follow it
+    read_ahead_capacity  256 MiB      the most the listener keeps read ahead, over every partition (``read_ahead``)
     tls_certfile / tls_keyfile        PEM files: the listener speaks TLS (SASL_SSL with auth, SSL without)
     sasl_plain                        always on with auth.enabled: SASL/PLAIN, the password is a gateway token
 """
@@ -44,6 +46,8 @@ class KafkaListenerSettings(BaseModel):
     idle_timeout_s: float = Field(600.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
     max_response_bytes: int = Field(64 * MIB, ge=1024)
+    read_ahead_bytes: int = Field(8 * MIB, ge=0)
+    read_ahead_capacity: int = Field(256 * MIB, ge=0)
     tls_certfile: str | None = None
     tls_keyfile: str | None = None
 
