@@ -5,6 +5,7 @@ before it (its raw Redis commands, as that code wrote them)."""
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -198,3 +199,46 @@ def test_a_retention_pass_with_nothing_to_expire_reads_summaries_only(registry: 
     assert retention.segments_read == 2 * 32  # one page (retention.PAGE) of each, not the partitions' 100
     assert store.calls[:2] == ["expired orders-0 30", "delete orders-0 0"]
     assert registry.find("orders", 2, 0) is not None  # not led here: untouched
+
+
+def test_pages_of_a_long_partition_read_its_summary_and_one_page_of_segments(redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
+    """A partition of more than ``ui.data.SEGMENTS_DRAWN`` segments: its bar is drawn from the summary
+    (the extent cut at its gap), its segment table reads the page asked, the time lookups answer from the
+    time index, and the listing pages by cursor (gateway app over real Redis and SeaweedFS)."""
+    from fastapi.testclient import TestClient
+
+    from tests.support.local_url import LOCAL_URL
+    from tiered_kafka.format.segment_names import FileKind
+    from tiered_kafka.keyspace import Keyspace
+    from tiered_kafka_gateway.app import create_app
+    from tiered_kafka_gateway.config import load_settings
+    from tiered_kafka_gateway.ui import data
+
+    cluster = f"kc-{uuid.uuid4().hex[:10]}"
+    registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+    keyspace = Keyspace("tiered", cluster, 0)
+    count = data.SEGMENTS_DRAWN + 30
+    segments = [entry(i * 10, i * 10 + 9, object_key=keyspace.segment_key("orders", 3, i * 10, FileKind.LOG)) for i in range(count) if i != 25]
+    registry.register_many(segments)
+    registry.record_gap("orders", 3, 250, 259, "lost before upload")
+    registry.register_many([entry(0, 9, partition=p, object_key=keyspace.segment_key("orders", p, 0, FileKind.LOG)) for p in (0, 1)])
+    s3 = {"bucket": s3_bucket, "prefix": "tiered", "endpoint_url": s3_server.endpoint_url, "access_key_id": s3_server.access_key,
+          "secret_access_key": s3_server.secret_key, "region": s3_server.region}
+    http = TestClient(create_app(load_settings(clusters={cluster: {"redis_url": redis_server.url, "s3": s3}})), base_url=LOCAL_URL)
+    page = http.get(f"/ui/clusters/{cluster}/topics/orders").text
+    bar = page[page.index('data-partition="3"') :]
+    bar = bar[: bar.index("</g>")]
+    assert bar.count('class="seg"') == 2 and 'data-start="0" data-end="249"' in bar and f'data-end="{count * 10 - 1}"' in bar, bar[:600]
+    table = http.get(f"/ui/clusters/{cluster}/topics/orders/partitions/3?rows=10&page=3").text
+    assert [int(c) for c in re.findall(r'<tr class="segment"><td>(\d+)</td>', table)] == [e.first for e in segments[30:40]]
+    assert f"{count - 1}, " in table  # the segment count, from the summary
+    overview = http.get(f"/ui/clusters/{cluster}").text
+    assert f"{sum(e.record_count for e in segments) + 20:,}" in overview  # records, from the summaries
+    body = http.get(f"/v1/clusters/{cluster}/topics/orders/partitions/3/time-ranges", params={"from_timestamp": 1_000 + 400, "to_timestamp": 1_000 + 419}).json()
+    assert body["pruned"][:2] == [{"first_offset": 0, "last_offset": 249, "size": 2500}, {"first_offset": 260, "last_offset": 399, "size": 1400}]
+    assert body["pruned_segments"] == 39 and body["earliest_offset"] == 0  # those before the window; the later ones are inexact (no exact min)
+    assert [s["first_offset"] for s in body["inexact"]] == [e.first for e in segments[39:]]
+    listing = http.get(f"/v1/clusters/{cluster}/topics", params={"limit": 2}).json()
+    assert listing["topics"] == [{"name": "orders", "partitions": [0, 1]}] and listing["next_after"] == "orders/1" and listing["total_partitions"] == 3
+    rest = http.get(f"/v1/clusters/{cluster}/topics", params={"limit": 2, "after": "orders/1"}).json()
+    assert rest["topics"] == [{"name": "orders", "partitions": [3]}] and rest["next_after"] is None
