@@ -48,14 +48,22 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     auth.enabled           false      true: every path but the probes needs a token (``deps`` docstring)
     auth.tokens            {token: [topic regex, ...]} or {token: {"topics": [regex, ...], "clusters": [name, ...]}}:
                                       bearer tokens or API keys (X-API-Key), each with the topics it may read (full
-                                      match) on the clusters it names (no "clusters": every cluster, as before)
+                                      match) on the clusters it names (no "clusters": every cluster, as before);
+                                      "metrics": true lets it read /metrics (``tokens`` module doc)
     auth.allow_anonymous   false      serve without authentication on an address beyond loopback (``check_exposure``)
+    auth.session_secret    (none)     HMAC key of the coverage pages' session cookies (>= 32 characters, the same
+                                      on every replica); without it there is no browser login (``sessions``)
+    auth.session_ttl_s     28800      lifetime of a session cookie (60 s .. 7 days)
+    allowed_hosts          ["localhost"]  Host header names answered besides IP literals ("*.domain", "*";
+                                      ``http_guards``: DNS rebinding)
 
 Fail closed (``check_exposure``, ``GatewaySettings._auth_consistent``): tokens set while ``auth.enabled``
 is false are refused (they would be ignored and every caller let in), as is ``allow_anonymous`` with
 ``enabled``; ``tiered-kafka-gateway`` refuses to listen beyond loopback without authentication unless
-``auth.allow_anonymous`` is true. Configuration errors never quote a token: a malformed ``auth.tokens``
-entry is named by its position ("entry 2 of 3"), not by its key.
+``auth.allow_anonymous`` is true, and the app itself answers a request arriving beyond loopback only
+then (``http_guards``). Configuration errors never quote a token: a malformed ``auth.tokens``
+entry is named by its position ("entry 2 of 3"), not by its key. Unknown keys are refused in every
+section; a file holding secrets that others may read is warned about (``warn_if_secrets_readable``).
     kafka.max_concurrency  8          proxied Kafka reads at once; kafka.timeout_s 10
     timeouts.redis_s 2, timeouts.s3_s 5
 """
