@@ -166,7 +166,7 @@ def main() -> int:
         single_rate = 5000 / (time.perf_counter() - t0)
 
         m0 = used_memory(client)
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, r0 = time.perf_counter(), time.process_time(), process_cpu(pid)
         done = reg.register_many(entries(ks, "long", range(long_p), long_s, sparse), batch=1000)
         long_wall = time.perf_counter() - t0
         new_bytes = (used_memory(client) - m0) / len(done)
@@ -176,6 +176,7 @@ def main() -> int:
             print(f"  registered {topic}: {total:,} segments so far", flush=True)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
+        redis_cpu = process_cpu(pid) - r0
         rate = total / wall
         small_reg = Registry(client, small)
         small_reg.register_many(entries(Keyspace(PREFIX, small, 0), "small", range(small_p), 1, sparse))
@@ -185,7 +186,9 @@ def main() -> int:
         say(f"{'Redis bytes per segment (topic long)':<46}{new_bytes:>14,.0f}{old_bytes:>14,.0f}{new_bytes / old_bytes:>8.3f}   <= 1,024: {'met' if new_bytes <= 1024 else 'MISSED'} (reference: layout before)")
         say(f"{'  the reference after migrate-registry':<46}{migrated_bytes:>14,.0f}{old_bytes:>14,.0f}{migrated_bytes / old_bytes:>8.3f}   migrated at {migrate_rate:,.0f} segments/s")
         say(f"{'registration, segments/s (register_many)':<46}{rate:>14,.0f}{single_rate:>14,.0f}{rate / single_rate:>8.1f}   >= 10,000: {'met' if rate >= 10_000 else 'MISSED'} (reference: register one at a time)")
-        say(f"{'  of which topic long alone, segments/s':<46}{long_p * long_s / long_wall:>14,.0f}{'':>14}{'':>8}   client CPU {cpu:.0f} s of {wall:.0f} s wall, Redis {used_memory(client) / 2**20:,.0f} MiB")
+        say(f"{'  of which topic long alone, segments/s':<46}{long_p * long_s / long_wall:>14,.0f}{'':>14}{'':>8}   Redis holds {used_memory(client) / 2**20:,.0f} MiB")
+        say(f"{'  CPU per segment, us: this client / Redis':<46}{cpu / total * 1e6:>14.1f}{redis_cpu / total * 1e6:>14.1f}{'':>8}   "
+            f"{wall:.0f} s wall; a CPU each: {1 / max(cpu / total, redis_cpu / total):,.0f} segments/s (machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
         # 3: lookups
         import random

@@ -221,8 +221,7 @@ class Registry(PagedReads):
 
     def _register_call(self, entry: SegmentEntry) -> tuple[list[str], list[str]]:
         keys = self.keys(entry.topic, entry.partition)
-        fields = entry.to_fields()
-        flat = [part for name in STORED_SEGMENT_FIELDS for part in (name, fields[name])]
+        flat = [part for item in entry.to_fields(sparse_index=False).items() for part in item]  # STORED_SEGMENT_FIELDS
         args = [
             entry.member,
             str(entry.first),

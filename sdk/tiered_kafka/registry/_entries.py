@@ -169,9 +169,10 @@ class SegmentEntry:
             other.size,
         )
 
-    def to_fields(self) -> dict[str, str]:
-        """The segment hash's fields (all strings), in :data:`SEGMENT_FIELDS` order."""
-        return {
+    def to_fields(self, *, sparse_index: bool = True) -> dict[str, str]:
+        """The segment hash's fields (all strings), in :data:`SEGMENT_FIELDS` order; without
+        ``sparse_index`` when asked (what layout 2 stores: :data:`STORED_SEGMENT_FIELDS`)."""
+        fields = {
             "object_key": self.object_key,
             "base_offset": str(self.base_offset),
             "last_offset": str(self.last_offset),
@@ -186,12 +187,15 @@ class SegmentEntry:
             "aborted_txns": str(self.aborted_txns),
             "control_records": str(self.control_records),
             "open_txn_first_offset": str(self.open_txn_first_offset),
-            "sparse_index": "" if self.sparse_index is None else base64.b64encode(self.sparse_index).decode("ascii"),
+            "sparse_index": "" if self.sparse_index is None or not sparse_index else base64.b64encode(self.sparse_index).decode("ascii"),
             "min_timestamp_exact": "1" if self.min_timestamp_exact else "0",
             "first_offset": str(self.first_offset),
             "range_records": str(self.range_records),
             "range_control_records": str(self.range_control_records),
         }
+        if not sparse_index:
+            del fields["sparse_index"]
+        return fields
 
     @classmethod
     def from_fields(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -121,6 +122,18 @@ class PartitionKeys:
 
 
 def partition_keys(cluster: str, topic: str, partition: int, namespace: str = DEFAULT_NAMESPACE) -> PartitionKeys:
+    """The keys of ``topic``-``partition`` in ``cluster`` (:func:`_partition_keys`, cached for exact
+    ``str``/``int`` arguments: checked names are costly to check again in bulk registration).
+
+    >>> partition_keys("kafkaCluster1", "orders", 3).segment(100)
+    'tk:{kafkaCluster1/orders-3}:segment:00000000000000000100'
+    """
+    if type(partition) is int and type(topic) is str and type(cluster) is str and type(namespace) is str:
+        return _cached_partition_keys(cluster, topic, partition, namespace)
+    return _partition_keys(cluster, topic, partition, namespace)
+
+
+def _partition_keys(cluster: str, topic: str, partition: int, namespace: str = DEFAULT_NAMESPACE) -> PartitionKeys:
     """The keys of ``topic``-``partition`` in ``cluster``.
 
     >>> partition_keys("kafkaCluster1", "orders", 3).segment(100)
@@ -139,6 +152,9 @@ def partition_keys(cluster: str, topic: str, partition: int, namespace: str = DE
         coverage=prefix + "coverage",
         times=prefix + "times",
     )
+
+
+_cached_partition_keys = functools.lru_cache(maxsize=1 << 16)(_partition_keys)
 
 
 def cluster_partitions_key(cluster: str, namespace: str = DEFAULT_NAMESPACE) -> str:
