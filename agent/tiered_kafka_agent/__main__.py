@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "adopt":
         from tiered_kafka_agent.adopt import adopt_segments
 
-        adopted = adopt_segments(agent.store, agent.registry, sys.stdout, log_dirs=settings.log_dirs, topics=args.topic, dry_run=args.dry_run)
+        from tiered_kafka_agent.progress import Progress
+
+        bar = Progress("adopt: segments", unit="segments")
+        adopted = adopt_segments(agent.store, agent.registry, sys.stdout, log_dirs=settings.log_dirs, topics=args.topic, dry_run=args.dry_run, progress=bar)
         if adopted.segments == 0:
             print(
                 f"tiered-kafka-agent: no segment without tk-* metadata under cluster {settings.cluster} (prefix {settings.s3.prefix!r}, "

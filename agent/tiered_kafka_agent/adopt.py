@@ -36,7 +36,8 @@ hosts (each with its ``log.dirs`` in ``log_dirs``) for the partitions they lead.
 Idempotent and resumable: a present segment is skipped before any GET, a gap recorded already is not
 recorded again, and a run killed anywhere leaves at most a ``.batchindex`` without a registration, which
 the next run writes again with the same bytes. ``--dry-run`` reads and prints everything it would register
-or record, and writes nothing. A progress bar line per segment goes to ``out``.
+or record, and writes nothing. A line per segment goes to ``out``, and the agent's progress bar
+(``tiered_kafka_agent.progress``, on stderr) counts the segments.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ from tiered_kafka.format.segment_names import FileKind, partition_dir_name, segm
 from tiered_kafka.registry import Registry, RegistryConflictError, SegmentEntry, SegmentOverlapError
 from tiered_kafka_agent.faults import crash_point
 from tiered_kafka_agent.local_segments import LocalSegment, OpenSegment, list_segments, read_stats
+from tiered_kafka_agent.progress import Progress
 from tiered_kafka_agent.remote_store import META_PREFIX, UPLOAD_ORDER, RemoteStore, entry_metadata, registered_from
 
 log = logging.getLogger(__name__)
-BAR_WIDTH = 30
 
 
 @dataclass
@@ -86,22 +87,30 @@ class _Object:
     modified_ms: int
 
 
-class _Progress:
-    """One bar line per segment: ``[#####.........] 5/30 topic-0 segment 100..199: adopted``."""
+class _Lines:
+    """One line per segment to ``out`` (what was, or would be, registered), and the bar advanced (``progress``)."""
 
-    def __init__(self, out: TextIO, total: int) -> None:
-        self.out, self.total, self.done = out, max(total, 1), 0
+    def __init__(self, out: TextIO, progress: Progress | None) -> None:
+        self.out, self.progress = out, progress
 
     def step(self, text: str, count: int = 1) -> None:
-        self.done += count
-        filled = BAR_WIDTH * min(self.done, self.total) // self.total
-        print(f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total} {text}", file=self.out, flush=True)
+        print(text, file=self.out, flush=True)
+        if self.progress is not None:
+            self.progress.advance(count)
 
 
 def adopt_segments(
-    store: RemoteStore, registry: Registry, out: TextIO, *, log_dirs: Sequence[Path] = (), topics: Iterable[str] | None = None, dry_run: bool = False
+    store: RemoteStore,
+    registry: Registry,
+    out: TextIO,
+    *,
+    log_dirs: Sequence[Path] = (),
+    topics: Iterable[str] | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> AdoptReport:
-    """Register every ``.log`` object without ``tk-*`` metadata in ``store``'s keyspace (module doc)."""
+    """Register every ``.log`` object without ``tk-*`` metadata in ``store``'s keyspace (module doc); a line per
+    segment to ``out``, and ``progress`` (the agent's bar, ``tiered_kafka_agent.progress``) counts segments."""
     wanted = set(topics) if topics else None
     report = AdoptReport()
     objects, present_keys = _list(store, wanted)
@@ -121,10 +130,14 @@ def adopt_segments(
     report.segments = sum(len(v) for v in logs.values())
     mode = "dry run: nothing is written" if dry_run else "adopting"
     print(f"{report.segments} segment(s) without tk-* metadata in {len(logs)} partition(s) of cluster {store.keyspace.cluster} ({mode})", file=out, flush=True)
-    progress = _Progress(out, report.segments)
+    if progress is not None:
+        progress.update(0, report.segments)
+    lines = _Lines(out, progress)
     for (topic, partition), found in logs.items():
         report.partitions += 1
-        _adopt_partition(store, registry, topic, partition, found, present_keys[(topic, partition)], log_dirs, dry_run, report, progress)
+        _adopt_partition(store, registry, topic, partition, found, present_keys[(topic, partition)], log_dirs, dry_run, report, lines)
+    if progress is not None:
+        progress.close()
     verb = "would be " if dry_run else ""
     print(
         f"adopted: {report.adopted} {verb}registered, {report.present} registered already, {report.covered} covered by other segments or empty, "
@@ -169,7 +182,7 @@ def _adopt_partition(
     log_dirs: Sequence[Path],
     dry_run: bool,
     report: AdoptReport,
-    progress: _Progress,
+    progress: _Lines,
 ) -> None:
     name = partition_dir_name(topic, partition)
     after: int | None = None  # the offset after their last segment accounted for
