@@ -80,15 +80,8 @@ class PartitionLister:
             self._listed = (time.monotonic(), only, listing.complete)
 
     def _registered(self, partitions: list[Partition]) -> list[bool]:
-        """Whether the registry's index lists each (pipelined ZSCOREs, in the background)."""
-        out: list[bool] = []
-        client = self.registry.client
-        for start in range(0, len(partitions), 1000):
-            pipe = client.pipeline(transaction=False)
-            for tp in partitions[start : start + 1000]:
-                pipe.zscore(self.registry.partition_index_key, partition_index_member(*tp))
-            out += [score is not None for score in pipe.execute()]
-        return out
+        """Whether the registry's index lists each (``Registry.listed``: pipelined, in the background)."""
+        return self.registry.listed(partitions)
 
     def s3_only(self) -> tuple[list[Partition], bool]:
         """The partitions only S3 knows (sorted) and whether that listing is complete (module doc)."""

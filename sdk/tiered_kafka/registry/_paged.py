@@ -162,6 +162,17 @@ class PagedReads(_Base):
                 return count
         return sum(1 for t, _ in self.partitions() if topic is None or t == topic)
 
+    def listed(self, partitions: Sequence[tuple[str, int]]) -> list[bool]:
+        """Whether the partition index lists each partition (pipelined ZSCOREs, 1,000 a round trip)."""
+        out: list[bool] = []
+        with _translated(f"listed partitions of {self.cluster}"):
+            for start in range(0, len(partitions), 1000):
+                pipe = self.client.pipeline(transaction=False)
+                for topic, partition in partitions[start : start + 1000]:
+                    pipe.zscore(self.partition_index_key, partition_index_member(topic, partition))
+                out += [score is not None for score in pipe.execute()]
+        return out
+
     def partitions_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000,
                         topic: str | None = None) -> list[tuple[str, int]]:
         """Up to ``limit`` partitions in (topic, partition) order from the partition index: those

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from tests.support.transactions import write_transactional_log
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.keyspace import Keyspace
-from tiered_kafka.registry import CoverageStart, Gap, PartitionInfo, SegmentEntry
+from tiered_kafka.registry import CoverageStart, Gap, PartitionInfo, SegmentEntry, partition_index_member
 from tiered_kafka_gateway.config import load_settings
 from tiered_kafka_gateway.remote import ClusterReader
 from tiered_kafka_gateway.s3_objects import S3Objects
@@ -89,8 +89,9 @@ class FakeRegistry:
     def next_segment(self, topic: str, partition: int, offset: int) -> SegmentEntry | None:
         return next((e for e in self._of(topic, partition) if e.first > offset), None)
 
-    def segments(self, topic: str, partition: int) -> list[SegmentEntry]:
-        return self._of(topic, partition)
+    def segments(self, topic: str, partition: int, *, from_offset: int | None = None, to_offset: int | None = None, limit: int | None = None) -> list[SegmentEntry]:
+        found = [e for e in self._of(topic, partition) if (from_offset is None or e.last_offset >= from_offset) and (to_offset is None or e.first <= to_offset)]
+        return found if limit is None else found[:limit]
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
         found = self._of(topic, partition)
@@ -113,6 +114,37 @@ class FakeRegistry:
         for e in self.entries:
             out.setdefault(e.topic, []).append(e.partition)
         return {t: sorted(set(ps)) for t, ps in out.items()}
+
+    # the registry's paged reads (layout 2), over the same entries
+    def _partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
+        return sorted({(e.topic, e.partition) for e in self.entries if topic is None or e.topic == topic}, key=lambda tp: partition_index_member(*tp))
+
+    def partition_count(self, topic: str | None = None) -> int:
+        return len(self._partitions(topic))
+
+    def partitions_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000, topic: str | None = None) -> list[tuple[str, int]]:
+        if self.failure is not None:
+            raise self.failure
+        found = [tp for tp in self._partitions(topic) if after is None or partition_index_member(*tp) > partition_index_member(*after)]
+        return found[start or 0 :][:limit]
+
+    def listed(self, partitions: list[tuple[str, int]]) -> list[bool]:
+        known = set(self._partitions())
+        return [tp in known for tp in partitions]
+
+    def segment_at_time(self, topic: str, partition: int, timestamp: int) -> SegmentEntry | None:
+        return next((e for e in self._of(topic, partition) if e.max_timestamp >= timestamp), None)
+
+    def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        out = []
+        for e in self._of(topic, partition):
+            if e.max_timestamp >= timestamp:
+                break
+            out.append((e.first, e.last_offset, e.size))
+        return out
+
+    def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
+        return self._of(topic, partition)[start : start + count]
 
 
 @dataclass
