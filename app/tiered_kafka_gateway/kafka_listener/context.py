@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tiered_kafka.modes import Mode, reads_kafka, reads_remote
+from tiered_kafka.registry import PartitionInfo
 from tiered_kafka_gateway.deps import Access
 from tiered_kafka_gateway.kafka_listener.metrics import ListenerMetrics
 from tiered_kafka_gateway.kafka_listener.read_ahead import ReadAhead
@@ -65,6 +66,7 @@ class ListenerContext:
     pool: ThreadPoolExecutor
     advertised: tuple[str, int] = ("127.0.0.1", 0)
     ahead: ReadAhead | None = None
+    infos: dict[tuple[str, int], PartitionInfo | None] = field(default_factory=dict)  # the extent each partition's last read saw
     _watermarks: dict[tuple[str, int, int], tuple[float, int]] = field(default_factory=dict)
     _listing: tuple[float, Listing] | None = None
 

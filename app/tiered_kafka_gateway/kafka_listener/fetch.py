@@ -231,8 +231,12 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
     """Decide the slot's tier; read S3 now or mark it for the proxy. Returns the S3 bytes it took."""
     topic, partition, offset = slot.topic, slot.partition, slot.offset
     assert topic is not None
+    if not committed and not after_kafka and ctx.ahead is not None and ctx.mode in (Mode.REMOTE_ONLY, Mode.REMOTE_PREFERRED):
+        served = await _from_read_ahead(ctx, slot, budget, first_data)
+        if served is not None:
+            return served
     info = await ctx.blocking(ctx.source.partition_info, topic, partition) if not after_kafka or slot.info is None else slot.info
-    slot.info = info
+    slot.info = ctx.infos[(topic, partition)] = info
     has_remote = info is not None and not info.is_empty
     holds = has_remote and info.earliest_offset <= offset <= info.latest_offset  # type: ignore[union-attr]
     kafka = ctx.upstream is not None
@@ -284,6 +288,31 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
     slot.data = partition_data(slot, hw=hw, lso=lso, log_start=info.earliest_offset, records=read.chunks, aborted=read.aborted)
     ctx.metrics.bytes.labels(ctx.name, "out", "remote").inc(read.size)
     return read.size
+
+
+async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_data: bool) -> int | None:
+    """The slot answered from the read-ahead on the event loop, without a thread hop, when it holds the
+    offset (the bytes are remote storage's, so remote storage holds it: REMOTE_ONLY and REMOTE_PREFERRED
+    read it there, ``modes.decide``); None when it does not. The partition's extent is the one the last
+    read saw (``ListenerContext.infos``), as fresh as the registry lookups it caches."""
+    assert ctx.ahead is not None and slot.topic is not None
+    info = ctx.infos.get((slot.topic, slot.partition))
+    limit = min(slot.max_bytes, budget)
+    if info is None or info.is_empty or (limit <= 0 and not first_data):
+        return None
+    data = ctx.ahead.take(slot.topic, slot.partition, slot.offset)
+    if data is None:
+        return None
+    size, next_offset = split(data, max(limit, 1))
+    if size == 0:
+        return None
+    if size < len(data):
+        ctx.ahead.put(slot.topic, slot.partition, next_offset, data[size:])
+    hw = await _high_watermark(ctx, slot.topic, slot.partition, info)
+    slot.info = info
+    slot.data = partition_data(slot, hw=hw, lso=hw, log_start=info.earliest_offset, records=[data[:size]])
+    ctx.metrics.bytes.labels(ctx.name, "out", "remote").inc(size)
+    return size
 
 
 async def _high_watermark(ctx: ListenerContext, topic: str, partition: int, info: PartitionInfo | None) -> int:
