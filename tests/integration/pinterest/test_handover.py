@@ -271,14 +271,17 @@ def test_the_cli_the_coverage_page_and_the_audit_show_the_partition_whole(handov
     assert audit.returncode == 0, audit.stdout + audit.stderr
 
 
+@pytest.mark.parametrize("adopt_first", [False, True], ids=["agent-alone", "after-adopt"])
 def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_without_a_tight_loop(
-    seed: SeedTopic, seed_dir: Path, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture
+    seed: SeedTopic, seed_dir: Path, tmp_path: Path, redis_server: Any, s3_server: Any, s3_bucket: str, caplog: pytest.LogCaptureFixture, adopt_first: bool
 ) -> None:
-    """Our agent started beside their bucket without ``adopt`` (the issue's first try): a segment their uploader
-    wrote (its objects copied from the seed bucket: the same bytes, no tk-* metadata) is kept and registered where
-    it is; their offset.wm naming a later segment is not taken as progress (the segment between, which they
-    never uploaded, is uploaded by us); a segment whose key holds other bytes of theirs is an error naming both,
-    logged once however often the uploader is woken, retried with a backoff, and nothing of theirs is rewritten."""
+    """Our agent started beside their bucket without ``adopt`` (the issue's first try), or after ``adopt``: a segment
+    their uploader wrote (its objects copied from the seed bucket: the same bytes, no tk-* metadata) is kept and
+    registered where it is (by the agent, or by adopt); their offset.wm naming a later segment is not taken as
+    progress (ignored with an empty registry; taken no higher than the registry vouches after adopt), so the segment
+    between, which they never uploaded, is uploaded by us; a segment whose key holds other bytes of theirs is an
+    error naming both, logged once however often the uploader is woken, retried with a backoff, and nothing of
+    theirs is rewritten."""
     import logging
 
     s3 = s3_server.client()
@@ -287,8 +290,9 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
 
     copy_partition(seed_dir, log_dir)
     bases = rotated_bases(log_dir / seed_dir.name)
-    settings = agent_settings(log_dir, redis_server, s3_server, s3_bucket, cluster="conflicts", topics=only_topics(seed_dir.name[:-2]), s3={"prefix": "theirs", "entropy_bits": 2})
-    ours = Keyspace("theirs", "conflicts", 2)
+    cluster = f"conflicts-{uuid.uuid4().hex[:8]}"  # a registry of its own (Redis is the session's)
+    settings = agent_settings(log_dir, redis_server, s3_server, s3_bucket, cluster=cluster, topics=only_topics(seed_dir.name[:-2]), s3={"prefix": "theirs", "entropy_bits": 2})
+    ours = Keyspace("theirs", cluster, 2)
     topic = seed_dir.name[:-2]
 
     def copy(source_base: int, target_base: int, kind: FileKind) -> None:
@@ -301,6 +305,9 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
     s3.put_object(Bucket=s3_bucket, Key=ours.offset_wm_key(topic, 0), Body=format_offset_wm(bases[2]))  # their offset.wm, past segment 1
     before = _objects(s3, s3_bucket)
     registry = registry_for(settings)
+    if adopt_first:  # registers segment 0, stops at the hole before segment 2 (this host's log holds it)
+        out = _adopt_here(Agent(settings).store, registry, settings)
+        assert [e.base_offset for e in registry.segments(topic, 0)] == bases[:1] and "left to the agent" in out, out
     caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
     with Agent(settings) as agent:
         wait_for(lambda: [e.base_offset for e in registry.segments(topic, 0)] == bases[:2], timeout_s=60, what="segments 0 and 1 registered")
@@ -338,7 +345,8 @@ def test_adopt_stops_at_a_hole_the_broker_still_holds_and_records_one_neither_ha
     log_dir = tmp_path / "logs"
     copy_partition(seed_dir, log_dir)
     (tmp_path / "empty").mkdir()
-    for cluster, log_dirs in (("holes-local", [log_dir]), ("holes-gone", [tmp_path / "empty"])):
+    suffix = uuid.uuid4().hex[:8]  # registries of their own (Redis is the session's)
+    for cluster, log_dirs in ((f"holes-local-{suffix}", [log_dir]), (f"holes-gone-{suffix}", [tmp_path / "empty"])):
         keyspace = Keyspace("theirs", cluster, 2)
         for base in (bases[0], bases[1], bases[3]):
             for kind in (FileKind.LOG, FileKind.INDEX, FileKind.TIMEINDEX):
@@ -350,7 +358,7 @@ def test_adopt_stops_at_a_hole_the_broker_still_holds_and_records_one_neither_ha
 
         report = adopt_segments(Agent(settings).store, registry, out, log_dirs=log_dirs)
         registered = [(e.first, e.last_offset) for e in registry.segments(topic, 0)]
-        if cluster == "holes-local":
+        if cluster.startswith("holes-local"):
             assert (report.adopted, report.left, report.gaps) == (2, 1, 0), out.getvalue()
             assert registered == [(bases[0], bases[1] - 1), (bases[1], bases[2] - 1)] and registry.gaps(topic, 0) == []
             assert "left to the agent" in out.getvalue()
