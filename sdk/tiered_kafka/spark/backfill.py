@@ -386,7 +386,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--master", default=None, help=f"Spark master (default: spark-submit's master; {FALLBACK_MASTER} when not run by spark-submit)"
     )
-    parser.add_argument("--token", default=None, help="bearer token for the gateway, when it has auth enabled")
+    parser.add_argument("--token", default=None, help="bearer token for the gateway, when it has auth enabled: visible to every local user in ps; "
+                        "prefer $TIERED_KAFKA_TOKEN")
     parser.add_argument("--overwrite", action="store_true", help="replace what is under --output (default: fail if it exists)")
     parser.add_argument(
         "--isolation-level", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
@@ -400,6 +401,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--format parquet needs --output and --redis-url (--table is for --format iceberg)")
     if args.format == "iceberg" and (args.table is None or args.output is not None):
         parser.error("--format iceberg needs --table (not --output)")
+    if args.token:  # issue 36: taken, with a warning (as tiered-kafka's --token)
+        print("tiered-kafka-backfill: warning: --token is visible to every local user (ps): prefer $TIERED_KAFKA_TOKEN", file=sys.stderr)
+    else:
+        args.token = os.environ.get("TIERED_KAFKA_TOKEN") or None
     return args
 
 

@@ -120,3 +120,15 @@ def test_without_a_gateway_anywhere_the_error_names_the_variables(env: dict[str,
         _parse(["cat", "t", "0"])
     assert exited.value.code == 2
     assert "TIERED_KAFKA_GATEWAY_URL" in capsys.readouterr().err
+
+
+def test_the_backfills_token_on_the_command_line_is_warned_about_and_the_environment_is_read(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tiered_kafka.spark.backfill import parse_args
+
+    base = ["--gateway-url", "http://x:1", "--cluster", "c", "--topic", "t", "--output", "out", "--redis-url", "redis://127.0.0.1:1/0"]
+    monkeypatch.delenv("TIERED_KAFKA_TOKEN", raising=False)
+    assert parse_args([*base, "--token", TOKEN]).token == TOKEN
+    err = capsys.readouterr().err
+    assert "--token is visible to every local user" in err and TOKEN not in err
+    monkeypatch.setenv("TIERED_KAFKA_TOKEN", TOKEN)
+    assert parse_args(base).token == TOKEN and capsys.readouterr().err == ""
