@@ -91,7 +91,8 @@ class HttpGuards:
 
     def _refusal(self, scope: dict[str, Any]) -> Any:
         server = scope.get("server")
-        if not self.open_beyond_loopback and server and not is_loopback(str(server[0])):
+        # a unix socket's server has no port: local by construction (only its file's users reach it)
+        if not self.open_beyond_loopback and server and server[1] is not None and not is_loopback(str(server[0])):
             if not self._warned:
                 self._warned = True
                 log.error("a request arrived on %s, beyond loopback, and authentication is off: refused (auth.enabled or auth.allow_anonymous)", server[0])
