@@ -54,7 +54,7 @@ derive from ``TieredKafkaError``)::
         │   ├── SegmentNotReadyError    [tiered_kafka_agent.local_segments] indexes not trimmed yet
         │   └── TailUnavailableError    [tiered_kafka_agent.segment_tail] no batch index, or no batch at the offset
         ├── RemoteObjectError       [tiered_kafka_agent.errors] an S3 object is not what the upload expects
-        │   ├── MetadataError       [tiered_kafka_agent.remote_store] a .log object's tk-* metadata is malformed
+        │   ├── MetadataError       [tiered_kafka_agent.object_metadata] a .log object's tk-* metadata is malformed
         │   ├── ObjectKeyTakenError [tiered_kafka_agent.remote_store] the key holds another leader's bytes
         │   │   └── ForeignObjectError  [tiered_kafka_agent.remote_store] ... another uploader's, without tk-* metadata
         │   └── ObjectKeyBusyError  [tiered_kafka_agent.two_leaders] the key holds an upload in flight
