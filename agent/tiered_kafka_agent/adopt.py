@@ -15,7 +15,7 @@ entry. Adoption gives each of its ``.log`` objects the entry our agent would hav
    ``upload_time_ms`` is the object's LastModified;
 3. PUT ``{base}.batchindex`` beside it carrying the entry as ``tk-*`` metadata: a new key of our own, so no
    object of theirs is rewritten or uploaded again; readers plan from it as from any batch index, and
-   ``rebuild-registry`` restores the entry from it (``remote_store.adopted_entry``). Decision: computed
+   ``rebuild-registry`` restores the entry from it (``object_metadata.adopted_entry``). Decision: computed
    once at adoption and stored, rather than computed on every read (readers would scan the whole ``.log``
    for each first read). A segment that is not magic 2 throughout gets no batch index (readers plan from
    its ``.index``) and a rebuilt registry loses it: run ``adopt`` again after ``rebuild-registry``;
