@@ -70,6 +70,15 @@ def host_allowed(name: str, allowed: list[str]) -> bool:
     return any(name == a or (a.startswith("*.") and name.endswith(a[1:])) for a in allowed)
 
 
+def _arrived_on_loopback(address: str) -> bool:
+    """``config.is_loopback`` of a connection's local address, an IPv4-mapped one (``--host ::``) unwrapped."""
+    try:
+        mapped = ipaddress.ip_address(address).ipv4_mapped  # type: ignore[union-attr]
+    except (ValueError, AttributeError):
+        mapped = None
+    return is_loopback(str(mapped) if mapped is not None else address)
+
+
 class HttpGuards:
     """ASGI middleware: the host allowlist, the exposure check and the headers of the module doc."""
 
@@ -92,7 +101,7 @@ class HttpGuards:
     def _refusal(self, scope: dict[str, Any]) -> Any:
         server = scope.get("server")
         # a unix socket's server has no port: local by construction (only its file's users reach it)
-        if not self.open_beyond_loopback and server and server[1] is not None and not is_loopback(str(server[0])):
+        if not self.open_beyond_loopback and server and server[1] is not None and not _arrived_on_loopback(str(server[0])):
             if not self._warned:
                 self._warned = True
                 log.error("a request arrived on %s, beyond loopback, and authentication is off: refused (auth.enabled or auth.allow_anonymous)", server[0])
