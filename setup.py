@@ -12,6 +12,7 @@ NATIVE_SOURCES = [
     "sdk/tiered_kafka/format/_columnar.c",
     "sdk/tiered_kafka/format/_records.c",
     "sdk/tiered_kafka/format/_messages.c",
+    "sdk/tiered_kafka/format/_recv.c",
 ]
 
 setup(

@@ -76,7 +76,7 @@ from tiered_kafka.errors import (
     transient_answer,
 )
 from tiered_kafka.client.plan import MIN_RANGE_BYTES, ChunkedRange, Plan, PlanGap, PlannedRange, coalesce_ranges, read_gap
-from tiered_kafka.client.http import StdlibTransport
+from tiered_kafka.client.http import StdlibTransport, read_body
 from tiered_kafka.retry import RetryPolicy, is_transient
 from tiered_kafka.topic_names import topic_name_problem
 
@@ -172,7 +172,9 @@ class GatewayClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         tls = _tls_context()  # one per process: httpx builds one per client and transport otherwise (~15 ms of CPU each)
         self._api = httpx.Client(base_url=f"{self.base_url}/v1/clusters/{quote(cluster, safe='')}", headers=headers, timeout=timeout_s, limits=limits, transport=transport, verify=tls)
-        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, verify=tls, transport=transport if transport is not None else StdlibTransport(httpx.HTTPTransport(limits=limits, verify=tls)))
+        self._direct = StdlibTransport(httpx.HTTPTransport(limits=limits, verify=tls)) if transport is None else None
+        self._timeout_s = timeout_s
+        self._s3 = httpx.Client(timeout=timeout_s, limits=limits, verify=tls, transport=transport if transport is not None else self._direct)
 
     def close(self) -> None:
         self._api.close()
@@ -275,29 +277,46 @@ class GatewayClient:
         return None if offset is None else (offset, _optional_int(body.get("record_timestamp"), "record_timestamp"))
 
     # -- presigned S3 ranges ------------------------------------------------------------------
-    def fetch(self, planned: PlannedRange) -> bytes:
-        """GET one presigned range: a 206 whose ``Content-Range`` and length match the plan."""
+    def fetch(self, planned: PlannedRange) -> bytes | memoryview:
+        """GET one presigned range: a 206 whose ``Content-Range`` and length match the plan. Its bytes
+        come as a read-only memoryview of reused memory (``http.read_body``) through this client's own
+        transport, as bytes otherwise (a ``transport`` given, ``https://``, the pure-Python reference)."""
 
-        def attempt() -> bytes:
-            with self._s3.stream("GET", planned.url, headers={"Range": planned.range_header}) as response:
-                status = response.status_code
-                if status != 206 and (answered := _range_endpoint_error(response, where)) is not None:
-                    raise answered  # the gateway's own byte-range URL (encrypted KIP-405 segment) answered its error envelope
-                if status in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
-                    response.read()
-                    raise PresignedUrlError(f"S3 refused the presigned GET of {where} ({status}): {_s3_message(response)}")
-                if status >= 500 or status == 429:
-                    raise TransientReadError(f"S3 answered {status} for {where}")
-                if status == 200:  # the Range was ignored: the body is the whole object; not read
-                    raise RemoteReadError(
-                        f"S3 answered 200 instead of 206 Partial Content for {where}: the server or a proxy ignored the Range header "
-                        f"(Content-Length {response.headers.get('content-length', 'unknown')}); refusing to read the whole object"
-                    )
-                if status != 206:
-                    response.read()
-                    raise RemoteReadError(f"S3 answered {status} for {where}: {_s3_message(response)}")
-                check_content_range(response.headers.get("content-range"), planned, where)
-                data = response.read()
+        def attempt() -> bytes | memoryview:
+            answered = None if self._direct is None else self._direct.get(planned.url, {"Range": planned.range_header}, self._timeout_s)
+            if answered is None:
+                with self._s3.stream("GET", planned.url, headers={"Range": planned.range_header}) as response:
+                    return checked(response)
+            raw, body = answered
+            try:
+                if raw.status == 206:  # the common answer read without httpx's models (StdlibTransport.get)
+                    check_content_range(raw.getheader("content-range"), planned, where)
+                    return sized(body.read_pooled())
+                return checked(httpx.Response(raw.status, headers=raw.getheaders(), stream=body, request=httpx.Request("GET", planned.url)))
+            finally:
+                body.close()
+
+        def checked(response: httpx.Response) -> bytes | memoryview:
+            status = response.status_code
+            if status != 206 and (answered := _range_endpoint_error(response, where)) is not None:
+                raise answered  # the gateway's own byte-range URL (encrypted KIP-405 segment) answered its error envelope
+            if status in (403, 404):  # expired URL, or an object removed since it was planned: re-plan
+                response.read()
+                raise PresignedUrlError(f"S3 refused the presigned GET of {where} ({status}): {_s3_message(response)}")
+            if status >= 500 or status == 429:
+                raise TransientReadError(f"S3 answered {status} for {where}")
+            if status == 200:  # the Range was ignored: the body is the whole object; not read
+                raise RemoteReadError(
+                    f"S3 answered 200 instead of 206 Partial Content for {where}: the server or a proxy ignored the Range header "
+                    f"(Content-Length {response.headers.get('content-length', 'unknown')}); refusing to read the whole object"
+                )
+            if status != 206:
+                response.read()
+                raise RemoteReadError(f"S3 answered {status} for {where}: {_s3_message(response)}")
+            check_content_range(response.headers.get("content-range"), planned, where)
+            return sized(read_body(response))
+
+        def sized(data: bytes | memoryview) -> bytes | memoryview:
             if len(data) != planned.size:
                 raise TransientReadError(f"S3 returned {len(data)} bytes for the {planned.size}-byte range of {where}")
             return data

@@ -32,7 +32,7 @@ class DecodedBatch:
     records: list[Record] = field(default_factory=list)
 
 
-def fetch_range(client: GatewayClient, topic: str, partition: int, planned: PlannedRange) -> bytes:
+def fetch_range(client: GatewayClient, topic: str, partition: int, planned: PlannedRange) -> bytes | memoryview:
     """The bytes of ``planned``; an expired or refused URL is re-planned once and fetched again.
 
     The fresh plan starts at the same offset, so its first byte is the same batch boundary; its
@@ -46,7 +46,7 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
         return _fetch_one(client, planned)
     except PresignedUrlError as first_error:
         fresh = client.plan(topic, partition, planned.first_offset, planned.size)
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         for byte_range in fresh.ranges:
             if byte_range.first_offset > planned.last_offset:
                 break
@@ -63,7 +63,7 @@ def fetch_range(client: GatewayClient, topic: str, partition: int, planned: Plan
         return data
 
 
-def _fetch_one(client: GatewayClient, planned: PlannedRange) -> bytes:
+def _fetch_one(client: GatewayClient, planned: PlannedRange) -> bytes | memoryview:
     return client.fetch(planned) if planned.transformed is None else _fetch_chunked(client, planned)
 
 

@@ -205,7 +205,7 @@ PyMODINIT_FUNC PyInit__native(void) {
                                             "A magic 0/1 batch: decode the buffer with the Python path.", NULL, NULL);
     if (!LegacyMagic || PyModule_AddObjectRef(module, "LegacyMagic", LegacyMagic) < 0 ||
         PyModule_AddStringConstant(module, "CRC32C_IMPLEMENTATION", crc_impl_name) < 0 ||
-        tk_records_init(module) < 0 || tk_messages_init(module) < 0) {
+        tk_records_init(module) < 0 || tk_messages_init(module) < 0 || tk_recv_init(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

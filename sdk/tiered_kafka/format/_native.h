@@ -117,5 +117,6 @@ PyObject *tk_decode_columnar(PyObject *self, PyObject *args);
 PyObject *tk_decode_records(PyObject *self, PyObject *args);
 int tk_records_init(PyObject *module);
 int tk_messages_init(PyObject *module);
+int tk_recv_init(PyObject *module);  /* _recv.c: RecvBuffer, the pooled receive memory */
 
 #endif

@@ -1,6 +1,7 @@
 """``http_transport.StdlibTransport`` against a real HTTP/1.1 server on a local socket: bodies,
 keep-alive reuse, a kept-alive connection the server closed, a body left unread, and the httpx
-exceptions the gateway client's retries expect."""
+exceptions the gateway client's retries expect; ``GatewayClient.fetch``'s direct GET through it (no
+httpx models), its body in pooled memory (``_native.RecvBuffer``), and its answers other than 206."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tiered_kafka.client.gateway import GatewayClient, PlannedRange
 from tiered_kafka.client.http import StdlibTransport
+from tiered_kafka.errors import PresignedUrlError, RemoteReadError
+from tiered_kafka.format import record_batch
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 
@@ -24,7 +28,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         Handler.connections.add(self.client_address)
-        if self.path == "/close":  # answers, then closes the connection whatever the client wants
+        path = self.path.split("?", 1)[0]
+        if path == "/close":  # answers, then closes the connection whatever the client wants
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.send_header("Connection", "close")
@@ -32,12 +37,30 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"ok")
             self.close_connection = True
             return
+        if path == "/gone":  # an expired presigned URL, as S3 answers it
+            message = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(message)))
+            self.end_headers()
+            self.wfile.write(message)
+            return
+        if path == "/short":  # promises the range, sends less, closes
+            self.send_response(206)
+            self.send_header("Content-Length", "100")
+            self.send_header("Content-Range", f"bytes 0-99/{len(BODY)}")
+            self.end_headers()
+            self.wfile.write(BODY[:10])
+            self.close_connection = True
+            return
         start, end = 0, len(BODY)
-        if "Range" in self.headers:
+        if "Range" in self.headers and path != "/no-range":
             first, last = self.headers["Range"].removeprefix("bytes=").split("-")
             start, end = int(first), int(last) + 1
-        self.send_response(206 if "Range" in self.headers else 200)
+        ranged = "Range" in self.headers and path != "/no-range"
+        self.send_response(206 if ranged else 200)
         self.send_header("Content-Length", str(end - start))
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BODY)}")
         self.send_header("X-Echo", self.headers.get("X-Test", ""))
         self.end_headers()
         self.wfile.write(BODY[start:end])
@@ -96,3 +119,41 @@ def test_a_silent_server_is_an_httpx_read_timeout() -> None:
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/o"
         with httpx.Client(transport=StdlibTransport(), timeout=0.3) as client, pytest.raises(httpx.ReadTimeout):
             client.get(url)
+
+
+def _planned(server: str, path: str, start: int, end: int) -> PlannedRange:
+    return PlannedRange(start, end, 0, 0, f"{server}{path}?X-Amz-Signature=abc", f"bytes={start}-{end - 1}")
+
+
+def test_a_fetched_range_is_a_read_only_view_of_pooled_memory_reused_once_released(server: str) -> None:
+    native = record_batch._native
+    with GatewayClient(server, "c", retries=0) as client:
+        data = client.fetch(_planned(server, "/o", 100, 300_100))
+        if native is None:  # TIERED_KAFKA_PURE_PYTHON=1: bytes, as httpx reads them
+            assert type(data) is bytes and data == BODY[100:300_100]
+            return
+        assert isinstance(data, memoryview) and data.readonly and isinstance(data.obj, native.RecvBuffer)
+        assert data == BODY[100:300_100]
+        blocks, idle = native.recv_pool()
+        del data  # the last reference: its memory goes back to the pool ...
+        assert native.recv_pool() == (blocks + 1, idle + 2**20)
+        again = client.fetch(_planned(server, "/o", 5, 200_005))  # ... and the next body of a size that fits takes it
+        assert native.recv_pool() == (blocks, idle)
+        assert again == BODY[5:200_005]
+        with record_batch.reference_paths():  # the pure-Python reference: bytes, as httpx reads them
+            assert client.fetch(_planned(server, "/o", 0, 10)) == BODY[:10]
+            assert type(client.fetch(_planned(server, "/o", 0, 10))) is bytes
+    assert len(Handler.connections) == 1  # every GET on the one kept-alive connection
+
+
+def test_fetch_answers_other_than_206_keep_their_errors(server: str) -> None:
+    with GatewayClient(server, "c", retries=0) as client:
+        with pytest.raises(PresignedUrlError, match="Request has expired"):
+            client.fetch(_planned(server, "/gone", 0, 10))
+        with pytest.raises(RemoteReadError, match="ignored the Range header"):
+            client.fetch(_planned(server, "/no-range", 0, 10))
+        with pytest.raises(RemoteReadError, match="10 bytes"):
+            client.fetch(_planned(server, "/short", 0, 100))
+        with pytest.raises(RemoteReadError, match="Content-Range"):
+            client.fetch(PlannedRange(0, 10, 0, 0, f"{server}/o", "bytes=1-10"))  # answered 206 for bytes 1-10, not 0-9
+        assert client.fetch(_planned(server, "/o", 0, 10)) == BODY[:10]  # the connection pool still serves
