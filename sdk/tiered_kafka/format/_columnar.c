@@ -1,11 +1,13 @@
 /* decode_columnar: a buffer of record batches into raw Arrow buffers (columns described in columnar.py).
- * Each buffer grows as a bytes object (resized in place) and is handed to Python without a copy. */
+ * Each buffer grows as a bytes object (resized in place) and is handed to Python without a copy; the value
+ * data is a RecvBuffer (pooled memory, _recv.c) sized to the input up front. */
 #include "_native.h"
 
 typedef struct {
     PyObject *obj;
     char *p;
     Py_ssize_t len, cap;
+    int pooled;  /* obj is a RecvBuffer (_recv.c: the value data), else a bytes object */
 } Buf;
 
 static int buf_init(Buf *b, Py_ssize_t cap) {
@@ -13,12 +15,33 @@ static int buf_init(Buf *b, Py_ssize_t cap) {
     b->p = b->obj ? PyBytes_AS_STRING(b->obj) : NULL;
     b->len = 0;
     b->cap = cap;
+    b->pooled = 0;
+    return b->obj ? 0 : -1;
+}
+
+/* A buffer in pooled memory (a RecvBuffer): for the value data, sized up front to the input's size, which
+ * uncompressed batches cannot exceed; new memory of that size would be pages the kernel faults in and zeroes. */
+static int buf_init_pooled(Buf *b, Py_ssize_t cap) {
+    b->obj = tk_recv_new(cap);
+    b->p = b->obj ? tk_recv_mem(b->obj) : NULL;
+    b->len = 0;
+    b->cap = cap;
+    b->pooled = 1;
     return b->obj ? 0 : -1;
 }
 
 static int buf_grow(Buf *b, Py_ssize_t extra) {
     Py_ssize_t cap = b->cap * 2;
     if (cap < b->len + extra) cap = b->len + extra;
+    if (b->pooled) {  /* (compressed batches) a bigger one, the bytes so far copied */
+        PyObject *bigger = tk_recv_new(cap);
+        if (!bigger) return -1;
+        memcpy(tk_recv_mem(bigger), b->p, (size_t)b->len);
+        Py_SETREF(b->obj, bigger);
+        b->p = tk_recv_mem(bigger);
+        b->cap = cap;
+        return 0;
+    }
     if (_PyBytes_Resize(&b->obj, cap) < 0) { b->p = NULL; return -1; }
     b->p = PyBytes_AS_STRING(b->obj);
     b->cap = cap;
@@ -30,6 +53,12 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static PyObject *buf_finish(Buf *b) {
+    if (b->pooled) {
+        tk_recv_truncate(b->obj, b->len);
+        PyObject *out = b->obj;
+        b->obj = NULL;
+        return out;
+    }
     if (_PyBytes_Resize(&b->obj, b->len) < 0) return NULL;
     PyObject *out = b->obj;
     b->obj = NULL;
@@ -223,7 +252,9 @@ PyObject *tk_decode_columnar(PyObject *self, PyObject *args) {
     o.include_headers = include_headers;
     Py_ssize_t guess = size / 64 + 16;  /* rows; buffers grow as needed */
     int failed = 0;
-    for (int i = 0; i < N_BUFS && !failed; i++) failed = buf_init(&o.bufs[i], i <= C_HEADER_OFFSETS ? guess * 4 : 64) < 0;
+    for (int i = 0; i < N_BUFS && !failed; i++)
+        failed = (i == C_VALUE_DATA ? buf_init_pooled(&o.bufs[i], size)
+                                    : buf_init(&o.bufs[i], i <= C_HEADER_OFFSETS ? guess * 4 : 64)) < 0;
     for (int i = 0; i < N_MAPS && !failed; i++) failed = buf_init(&o.maps[i].b, guess / 8 + 8) < 0;
     if (!failed) {  /* the leading 0 of every offsets buffer */
         PUT(&o.bufs[C_KEY_OFFSETS], int32_t, 0); PUT(&o.bufs[C_VALUE_OFFSETS], int32_t, 0);

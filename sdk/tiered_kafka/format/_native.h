@@ -118,5 +118,8 @@ PyObject *tk_decode_records(PyObject *self, PyObject *args);
 int tk_records_init(PyObject *module);
 int tk_messages_init(PyObject *module);
 int tk_recv_init(PyObject *module);  /* _recv.c: RecvBuffer, the pooled receive memory */
+PyObject *tk_recv_new(Py_ssize_t size);                /* a RecvBuffer of size bytes (pooled memory) */
+char *tk_recv_mem(PyObject *buffer);                   /* its memory */
+void tk_recv_truncate(PyObject *buffer, Py_ssize_t size);  /* its length cut to size (no smaller than 0) */
 
 #endif

@@ -9,17 +9,22 @@
  *
  *   RecvBuffer(size) -> a writable buffer of exactly size bytes (contents undefined until written);
  *   recv_pool() -> (blocks, bytes) idle in the pool.
+ * In C (_native.h): tk_recv_new, tk_recv_mem, tk_recv_truncate: the columnar decoder's value data is a RecvBuffer
+ * too (the bulk API's largest allocation: each range's values, as an Arrow buffer).
  *
  * The pool holds at most RECV_POOL_MAX_BYTES and RECV_POOL_MAX_BLOCKS idle blocks (a decision: 64 MiB, the
  * default bulk and consumer prefetch hold 128-256 MiB in flight, so what the pool keeps idle is less than what
  * the reader had in use a moment before); blocks beyond it are freed. Capacities are rounded up to 1 MiB so
  * ranges of slightly different sizes share blocks; a block serves a request of at least half its size less 1 MiB.
+ * Below RECV_MIN_POOLED (256 KiB) the memory is exactly the size asked and never pooled: small allocations come
+ * from the heap malloc reuses anyway, and a small range must not hold a 1 MiB block.
  * Every pool operation happens with the GIL held (allocation and deallocation of Python objects). */
 #include "_native.h"
 
 #define RECV_POOL_MAX_BYTES ((Py_ssize_t)64 << 20)
 #define RECV_POOL_MAX_BLOCKS 16
 #define RECV_ROUND ((Py_ssize_t)1 << 20)
+#define RECV_MIN_POOLED ((Py_ssize_t)256 << 10)
 
 typedef struct {
     char *mem;
@@ -55,7 +60,7 @@ static PyObject *recv_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         pool_bytes -= pool[best].cap;
         pool[best] = pool[--pool_n];
     } else {
-        Py_ssize_t cap = size ? (size + RECV_ROUND - 1) / RECV_ROUND * RECV_ROUND : 1;
+        Py_ssize_t cap = size < RECV_MIN_POOLED ? (size ? size : 1) : (size + RECV_ROUND - 1) / RECV_ROUND * RECV_ROUND;
         self->mem = PyMem_RawMalloc((size_t)cap);
         if (!self->mem) {
             Py_DECREF(self);
@@ -69,7 +74,7 @@ static PyObject *recv_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
 
 static void recv_dealloc(RecvBuffer *self) {
     if (self->mem) {
-        if (pool_n < RECV_POOL_MAX_BLOCKS && pool_bytes + self->cap <= RECV_POOL_MAX_BYTES) {
+        if (self->cap >= RECV_MIN_POOLED && pool_n < RECV_POOL_MAX_BLOCKS && pool_bytes + self->cap <= RECV_POOL_MAX_BYTES) {
             pool[pool_n].mem = self->mem;
             pool[pool_n].cap = self->cap;
             pool_n++;
@@ -101,6 +106,21 @@ static PyTypeObject RecvBufferType = {
     .tp_as_buffer = &recv_as_buffer,
     .tp_as_sequence = &recv_as_sequence,
 };
+
+PyObject *tk_recv_new(Py_ssize_t size) {
+    PyObject *args = Py_BuildValue("(n)", size);
+    if (!args) return NULL;
+    PyObject *out = recv_new(&RecvBufferType, args, NULL);
+    Py_DECREF(args);
+    return out;
+}
+
+char *tk_recv_mem(PyObject *buffer) { return ((RecvBuffer *)buffer)->mem; }
+
+void tk_recv_truncate(PyObject *buffer, Py_ssize_t size) {
+    RecvBuffer *b = (RecvBuffer *)buffer;
+    if (size >= 0 && size < b->size) b->size = size;
+}
 
 static PyObject *recv_pool(PyObject *self, PyObject *unused) { return Py_BuildValue("(in)", pool_n, pool_bytes); }
 

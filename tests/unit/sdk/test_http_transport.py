@@ -137,9 +137,13 @@ def test_a_fetched_range_is_a_read_only_view_of_pooled_memory_reused_once_releas
         blocks, idle = native.recv_pool()
         del data  # the last reference: its memory goes back to the pool ...
         assert native.recv_pool() == (blocks + 1, idle + 2**20)
-        again = client.fetch(_planned(server, "/o", 5, 200_005))  # ... and the next body of a size that fits takes it
+        again = client.fetch(_planned(server, "/o", 5, 400_005))  # ... and the next body of a size that fits takes it
         assert native.recv_pool() == (blocks, idle)
-        assert again == BODY[5:200_005]
+        assert again == BODY[5:400_005]
+        small = client.fetch(_planned(server, "/o", 7, 1007))  # below 256 KiB: its own memory, never pooled
+        assert small == BODY[7:1007] and native.recv_pool() == (blocks, idle)
+        del small
+        assert native.recv_pool() == (blocks, idle)
         with record_batch.reference_paths():  # the pure-Python reference: bytes, as httpx reads them
             assert client.fetch(_planned(server, "/o", 0, 10)) == BODY[:10]
             assert type(client.fetch(_planned(server, "/o", 0, 10))) is bytes
