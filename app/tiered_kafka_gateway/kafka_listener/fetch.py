@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide
+from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.registry import PartitionInfo
 from tiered_kafka_gateway.deps import Access
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
@@ -139,6 +140,19 @@ def read_remote(source: ClusterSource, topic: str, partition: int, offset: int, 
     return RemoteRead(chunks, size, position, gap, aborted)
 
 
+def contiguous(ranges: list[ByteRange]) -> list[ByteRange]:
+    """The plan's ranges with each run of adjacent ones merged: one GET per run (the S3 server's cost is
+    mostly per request; a plan's ranges are split at its index's granularity, ~1 MiB)."""
+    merged: list[ByteRange] = []
+    for r in ranges:
+        if merged and merged[-1].end == r.start:
+            last = merged[-1]
+            merged[-1] = ByteRange(last.start, r.end, last.first_offset, r.last_offset)
+        else:
+            merged.append(r)
+    return merged
+
+
 def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic: str, partition: int, offset: int, limit: int) -> RemoteRead:
     """``read_remote`` through the read-ahead (``read_ahead`` module): whole batches within ``limit``, at least one."""
     data = ahead.take(topic, partition, offset)
@@ -146,7 +160,7 @@ def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic
         plan = source.plan(topic, partition, offset, max(ahead_bytes, limit))
         if plan.gap is not None:
             return RemoteRead([], 0, offset, gap=plan.gap)
-        parts = [source.read_range(plan.segment.object_key, r) for r in plan.ranges]
+        parts = [source.read_range(plan.segment.object_key, r) for r in contiguous(plan.ranges)]
         data = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
     size, next_offset = split(data, limit)
     if size == 0:  # nothing whole (cannot happen with batch-aligned ranges): fail loudly rather than loop
