@@ -242,3 +242,24 @@ def test_pages_of_a_long_partition_read_its_summary_and_one_page_of_segments(red
     assert listing["topics"] == [{"name": "orders", "partitions": [0, 1]}] and listing["next_after"] == "orders/1" and listing["total_partitions"] == 3
     rest = http.get(f"/v1/clusters/{cluster}/topics", params={"limit": 2, "after": "orders/1"}).json()
     assert rest["topics"] == [{"name": "orders", "partitions": [3]}] and rest["next_after"] is None
+
+
+def test_layout_2_works_on_a_redis_cluster(redis_cluster: Any) -> None:
+    """Pipelined registration, summaries, the time index, paged listings and the migration over a
+    ``redis+cluster://`` client: every partition's keys in its own slot, pipelines split by node."""
+    from tiered_kafka.registry import connect
+
+    client = connect(redis_cluster.url)
+    registry = Registry(client, f"kc-{uuid.uuid4().hex[:10]}")
+    entries = [entry(i * 10, i * 10 + 9, partition=p, max_ts=100 * i) for p in range(6) for i in range(5)]
+    assert registry.register_many(entries, batch=7) == [True] * 30
+    assert registry.partitions_page(limit=100) == [("orders", p) for p in range(6)] and registry.partition_count() == 6
+    summaries = registry.summaries([("orders", p) for p in range(6)])
+    assert all(s is not None and s.indexed and s.records == 50 for s in summaries)
+    found = registry.segment_at_time("orders", 4, 250)
+    assert found is not None and found.first == 30 and registry.ranges_before_time("orders", 4, 250) == [(e.first, e.last_offset, e.size) for e in entries[20:23]]
+    old = Registry(client, f"kc-{uuid.uuid4().hex[:10]}")
+    for e in entries[:10]:
+        write_old_layout(client, old, e)
+    assert old.migrate().migrated == 2 and old.summary("orders", 1).records == 50  # type: ignore[union-attr]
+    client.close()

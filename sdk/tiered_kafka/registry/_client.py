@@ -205,9 +205,31 @@ class Registry(PagedReads):
 
     def _pipelined(self, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
         """``script`` once per (keys, args) in one pipelined round trip (EVALSHA; loaded first when a
-        node lacks it). Redis errors in replies are raised."""
+        node lacks it). Redis errors in replies are raised. On a Redis Cluster (whose pipelines refuse
+        scripts) one pipeline per master, on that master's own connection (as ``_replicated``); a call
+        whose slot moved meanwhile is handed to the cluster client, which follows it."""
+        node_of = getattr(self.client, "get_node_from_key", None)
+        if node_of is None:
+            return self._pipelined_on(self.client, script, calls)
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for i, (keys, _) in enumerate(calls):
+            node = node_of(keys[0])
+            groups.setdefault(node.name, (node, []))[1].append(i)
+        replies: list[Any] = [None] * len(calls)
+        rx = _redis_exceptions()
+        for node, indexes in groups.values():
+            try:
+                done = self._pipelined_on(self.client.get_redis_connection(node), script, [calls[i] for i in indexes])
+            except (rx.ConnectionError, rx.TimeoutError, rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError):
+                done = [script(keys=calls[i][0], args=calls[i][1]) for i in indexes]
+            for i, reply in zip(indexes, done, strict=True):
+                replies[i] = reply
+        return replies
+
+    @staticmethod
+    def _pipelined_on(client: Any, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
         for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
+            pipe = client.pipeline(transaction=False)
             for keys, args in calls:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
             try:
@@ -216,7 +238,7 @@ class Registry(PagedReads):
                 rx = _redis_exceptions()
                 if rx is None or not isinstance(err, rx.NoScriptError):
                     raise
-                self.client.script_load(script.script)
+                client.script_load(script.script)
         raise RegistryError("the registry's script could not be loaded")
 
     def _register_call(self, entry: SegmentEntry) -> tuple[list[str], list[str]]:
