@@ -189,9 +189,12 @@ class GatewayClient:
     # -- gateway API ------------------------------------------------------------------------
     def topics(self) -> dict[str, list[int]]:
         """Topic -> partitions with remote data (``topic_listing`` also says whether the list is whole)."""
-        return self.topic_listing().topics
+        return self._listing(with_complete=False).topics
 
     def topic_listing(self) -> TopicListing:
+        return self._listing(with_complete=True)
+
+    def _listing(self, *, with_complete: bool) -> TopicListing:
         """Every page of the gateway's listing (it is paged: ``next_after`` is the next page's cursor)."""
         topics: dict[str, list[int]] = {}
         complete = True
@@ -200,7 +203,8 @@ class GatewayClient:
             body = self._get_json("/topics", params=None if after is None else {"after": after})
             for name, partitions in _topic_map(body).items():
                 topics.setdefault(name, []).extend(partitions)
-            complete = complete and _field(body, "complete", bool)
+            if with_complete:
+                complete = complete and _field(body, "complete", bool)
             after = body.get("next_after")
             if not isinstance(after, str):
                 return TopicListing(topics, complete)
