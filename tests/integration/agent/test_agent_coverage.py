@@ -37,9 +37,16 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 
 def _delete_records(bootstrap: str, topic: str, before: int, directory: Path) -> None:
-    """DeleteRecords up to ``before``, then wait until the broker's retention removed the segments below it."""
+    """DeleteRecords up to ``before``, then wait until the broker's retention removed the segments below it:
+    renamed to ``.deleted`` and then deleted (file.delete.delay.ms 0 still deletes asynchronously, and an
+    agent started while a ``.log.deleted`` is there may see that segment vanish: a gap in two pieces)."""
     delete_records(bootstrap, topic, before)
-    wait_for(lambda: min(int(p.name[:20]) for p in directory.glob("*.log")) == before, what=f"segments below {before} deleted")
+
+    def gone() -> bool:
+        bases = [int(p.name[:20]) for p in directory.iterdir() if p.name.endswith((".log", ".log.deleted"))]
+        return min(bases) == before
+
+    wait_for(gone, what=f"segments below {before} deleted")
 
 
 def _audit(settings: AgentSettings, bootstrap: str, tmp_path: Path, *topics: str) -> tuple[int, dict[str, Any], str]:
