@@ -18,8 +18,8 @@ holds). Rounds alternate the readers; the best round of each counts.
 2. **MB/s**: the same run's segment bytes over its time, beside a raw presigned GET of the same
    bytes: plan the partition in order (8 MiB plans) and GET every range with the SDK's receive
    (``GatewayClient.fetch``, one at a time), no decoding. Goal: ratio >= 0.7. And that **raw
-   receive's CPU per GB** beside ``curl`` fetching the same ranges to /dev/null (one process, one
-   keep-alive connection): goal <= 1.2 (#38).
+   receive's CPU per GB** (the GETs' CPU, not the plans') beside ``curl`` fetching the same ranges
+   to /dev/null (one process, one keep-alive connection), the least of the rounds of each: goal <= 1.2 (#38).
 CPU seconds (the reader's own, during the read; SeaweedFS's and Kafka's JVM's over the same run,
 from ``/proc/<pid>/stat``) are printed too: on one 2-CPU machine the S3 server competes with the
 SDK reader, and Kafka with confluent-kafka.
@@ -114,16 +114,18 @@ def child_raw_get(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
     client = GatewayClient(gateway_url, cluster, timeout_s=30)
     start = time.perf_counter()
     cpu_start = time.process_time()
-    total, offset = 0, 0
+    total, offset, receive_cpu_s = 0, 0, 0.0
     while offset <= last:
         plan = client.plan(TOPIC, 0, offset, 8 * MIB)
         for r in plan.ranges:
+            fetch_start = time.process_time()
             total += len(client.fetch(r))
+            receive_cpu_s += time.process_time() - fetch_start
         offset = plan.next_offset
     elapsed = time.perf_counter() - start
     cpu_s = time.process_time() - cpu_start
     client.close()
-    return {"bytes": total, "elapsed": elapsed, "cpu_s": cpu_s}
+    return {"bytes": total, "elapsed": elapsed, "cpu_s": cpu_s, "receive_cpu_s": receive_cpu_s}
 
 
 def child_curl(gateway_url: str, cluster: str, last: int) -> dict[str, Any]:
@@ -362,7 +364,8 @@ def main() -> None:
         sdk_cpu_us, kafka_cpu_us = best_sdk["cpu_s"] / records * 1e6, best_kafka["cpu_s"] / records * 1e6
         cpu_ratio = sdk_cpu_us / kafka_cpu_us
         print(f"{'CPU µs/record: SDK vs confluent':<34} {sdk_cpu_us:>14,.3f} {kafka_cpu_us:>14,.3f} {cpu_ratio:>7.3f}  <= 1.0  {'ok' if cpu_ratio <= 1.0 else 'MISSED'}")
-        raw_gb, curl_gb = best_raw["cpu_s"] / (segment_bytes / 1e9), best_curl["cpu_s"] / (segment_bytes / 1e9)
+        # the receive alone (the GETs, not the plans between them: curl's ranges were planned before it started)
+        raw_gb, curl_gb = min(r["receive_cpu_s"] for r in raw) / (segment_bytes / 1e9), min(r["cpu_s"] for r in curl) / (segment_bytes / 1e9)
         print(f"{'CPU s/GB: raw receive vs curl':<34} {raw_gb:>14,.3f} {curl_gb:>14,.3f} {raw_gb / curl_gb:>7.3f}  <= 1.2  {'ok' if raw_gb <= 1.2 * curl_gb else 'MISSED'}")
         print(f"{'CPU seconds of the best runs':<34} {'reader':>8} {'SeaweedFS':>10} {'Kafka':>6} {'wall':>6}")
         for name, r in (("SDK", best_sdk), ("confluent-kafka reading Kafka", best_kafka), ("raw presigned GET (SDK receive)", best_raw), ("curl to /dev/null", best_curl)):
