@@ -34,11 +34,10 @@ class TopicList(BaseModel):
     )
     complete: bool = Field(description="false when the S3 listing stopped at the gateway's bound: topics may be missing")
     next_after: str | None = Field(
-        default=None,
         description="the cursor of the next page ('topic/partition': pass it as ?after=); null on the last page. "
         "A topic cut by a page edge continues on the next page",
     )
-    total_partitions: int | None = Field(default=None, description="partitions in the whole listing (before the caller's topic filter)")
+    total_partitions: int | None = Field(description="partitions in the whole listing (before the caller's topic filter)")
 
 
 class RemoteExtent(BaseModel):

@@ -16,7 +16,7 @@ SCHEMAS = json.loads((ROOT / "openapi" / "openapi.json").read_text())["component
 
 # the response schema each of the client's parsing spots reads (field names come from its source)
 READS = {
-    "topic_listing": {"TopicList": ["complete"]},
+    "_listing": {"TopicList": ["complete", "next_after"]},
     "_topic_map": {"TopicList": ["topics"], "TopicPartitions": ["name", "partitions"]},
     "partition": {"RemoteExtent": ["earliest_offset", "latest_offset", "segment_count", "total_bytes", "last_stable_offset"], "KafkaExtent": ["log_start_offset", "high_watermark"], "PartitionDetail": ["remote", "kafka", "coverage_start_offset", "gaps"], "GapOut": ["start_offset", "end_offset", "reason"]},
     "plan": {"PlanResponse": ["segment", "ranges", "next_offset", "expires_at_ms", "gap", "last_stable_offset"], "SegmentRef": ["object_key", "base_offset", "last_offset"], "RangeOut": ["start", "end", "first_offset", "last_offset", "url", "range_header", "transformed"], "GapOut": ["start_offset", "end_offset", "reason"]},
