@@ -67,6 +67,8 @@ class ListenerContext:
     advertised: tuple[str, int] = ("127.0.0.1", 0)
     ahead: ReadAhead | None = None
     infos: dict[tuple[str, int], PartitionInfo | None] = field(default_factory=dict)  # the extent each partition's last read saw
+    # read_committed: the remote last stable offset each partition's last read saw, and whether no segment from there on has aborts
+    txn_meta: dict[tuple[str, int], tuple[int, bool]] = field(default_factory=dict)
     _watermarks: dict[tuple[str, int, int], tuple[float, int]] = field(default_factory=dict)
     _listing: tuple[float, Listing] | None = None
 

@@ -103,8 +103,8 @@ def read_remote(source: ClusterSource, topic: str, partition: int, offset: int, 
                 stable_end: int | None, committed: bool, ahead: ReadAhead | None = None, ahead_bytes: int = 0) -> RemoteRead:
     """Plans from ``offset`` and their bytes, within ``limit`` (at least the first range: KIP-74), stopping
     before a gap met after the first plan and, read_committed, at ``stable_end``. Blocking (S3, Redis)."""
-    if ahead is not None and not committed:
-        return _read_ahead(source, ahead, ahead_bytes, topic, partition, offset, limit)
+    if ahead is not None:
+        return _read_ahead(source, ahead, ahead_bytes, topic, partition, offset, limit, stable_end, committed)
     chunks: list[bytes] = []
     size = 0
     position = offset
@@ -153,8 +153,10 @@ def contiguous(ranges: list[ByteRange]) -> list[ByteRange]:
     return merged
 
 
-def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic: str, partition: int, offset: int, limit: int) -> RemoteRead:
-    """``read_remote`` through the read-ahead (``read_ahead`` module): whole batches within ``limit``, at least one."""
+def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic: str, partition: int, offset: int, limit: int,
+                stable_end: int | None = None, committed: bool = False) -> RemoteRead:
+    """``read_remote`` through the read-ahead (``read_ahead`` module): whole batches within ``limit``, at least one,
+    read_committed below ``stable_end`` with the aborted transactions overlapping them."""
     data = ahead.take(topic, partition, offset)
     if data is None:
         plan = source.plan(topic, partition, offset, max(ahead_bytes, limit))
@@ -162,12 +164,13 @@ def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic
             return RemoteRead([], 0, offset, gap=plan.gap)
         parts = [source.read_range(plan.segment.object_key, r) for r in contiguous(plan.ranges)]
         data = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
-    size, next_offset = split(data, limit)
-    if size == 0:  # nothing whole (cannot happen with batch-aligned ranges): fail loudly rather than loop
+    size, next_offset = split(data, limit, stable_end)
+    if size == 0:  # nothing whole below the bound (the caller checked offset < stable_end): fail loudly rather than loop
         raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"no whole record batch at {topic}-{partition} offset {offset}")
     if size < len(data):
         ahead.put(topic, partition, next_offset, data[size:])
-    return RemoteRead([data[:size]], size, next_offset, None, None)
+    aborted = aborted_overlapping(source, topic, partition, offset, next_offset - 1) if committed else None
+    return RemoteRead([data[:size]], size, next_offset, None, aborted)
 
 
 def aborted_overlapping(source: ClusterSource, topic: str, partition: int, first: int, last: int) -> list[dict[str, int]]:
@@ -245,8 +248,8 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
     """Decide the slot's tier; read S3 now or mark it for the proxy. Returns the S3 bytes it took."""
     topic, partition, offset = slot.topic, slot.partition, slot.offset
     assert topic is not None
-    if not committed and not after_kafka and ctx.ahead is not None and ctx.mode in (Mode.REMOTE_ONLY, Mode.REMOTE_PREFERRED):
-        served = await _from_read_ahead(ctx, slot, budget, first_data)
+    if not after_kafka and ctx.ahead is not None and ctx.mode in (Mode.REMOTE_ONLY, Mode.REMOTE_PREFERRED):
+        served = await _from_read_ahead(ctx, slot, budget, first_data, committed)
         if served is not None:
             return served
     info = await ctx.blocking(ctx.source.partition_info, topic, partition) if not after_kafka or slot.info is None else slot.info
@@ -276,6 +279,8 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
         stable_end = await ctx.blocking(ctx.source.last_stable_offset, topic, partition, info)
         if stable_end is None:
             stable_end = info.latest_offset + 1
+        segments = await ctx.blocking(ctx.source.segments, topic, partition)
+        ctx.txn_meta[(topic, partition)] = (stable_end, all(e.aborted_txns == 0 for e in segments if e.last_offset >= offset))
         if offset >= stable_end:
             return _remote_end(ctx, slot, info, committed, stable_end)
     limit = min(slot.max_bytes, budget) if not first_data else max(min(slot.max_bytes, budget), 1)
@@ -304,7 +309,7 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
     return read.size
 
 
-async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_data: bool) -> int | None:
+async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_data: bool, committed: bool = False) -> int | None:
     """The slot answered from the read-ahead on the event loop, without a thread hop, when it holds the
     offset (the bytes are remote storage's, so remote storage holds it: REMOTE_ONLY and REMOTE_PREFERRED
     read it there, ``modes.decide``); None when it does not. The partition's extent is the one the last
@@ -314,17 +319,25 @@ async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_
     limit = min(slot.max_bytes, budget)
     if info is None or info.is_empty or (limit <= 0 and not first_data):
         return None
+    stop = None
+    if committed:  # only where no aborted transaction can overlap (the last slow read saw none from here on)
+        meta = ctx.txn_meta.get((slot.topic, slot.partition))
+        if meta is None or not meta[1] or slot.offset >= meta[0]:
+            return None
+        stop = meta[0]
     data = ctx.ahead.take(slot.topic, slot.partition, slot.offset)
     if data is None:
         return None
-    size, next_offset = split(data, max(limit, 1))
+    size, next_offset = split(data, max(limit, 1), stop)
     if size == 0:
+        ctx.ahead.put(slot.topic, slot.partition, slot.offset, data)
         return None
     if size < len(data):
         ctx.ahead.put(slot.topic, slot.partition, next_offset, data[size:])
     hw = await _high_watermark(ctx, slot.topic, slot.partition, info)
     slot.info = info
-    slot.data = partition_data(slot, hw=hw, lso=hw, log_start=info.earliest_offset, records=[data[:size]])
+    slot.data = partition_data(slot, hw=hw, lso=stop if stop is not None else hw, log_start=info.earliest_offset, records=[data[:size]],
+                               aborted=[] if committed else None)
     ctx.metrics.bytes.labels(ctx.name, "out", "remote").inc(size)
     return size
 

@@ -7,8 +7,8 @@ a round trip per Fetch. So a read from S3 at a position the cache does not hold 
 batches; at least one: KIP-74) and keeps the rest, keyed by (topic, partition, next offset): the next
 Fetch at exactly that offset is answered from memory. The bytes are the segment's, never re-encoded;
 segments in S3 are immutable, so what is kept stays right. Bounded: at most ``capacity`` bytes over
-every partition (least recently used dropped first). read_committed reads do not use it (their end is
-the last stable offset, ``fetch``).
+every partition (least recently used dropped first). read_committed reads stop before the last
+stable offset (``split``'s ``stop``) and keep the rest for later.
 
 Record batch layout used to cut at batch boundaries (Kafka's ``DefaultRecordBatch``): baseOffset
 int64, batchLength int32 (bytes after this field), partitionLeaderEpoch int32, magic int8, crc int32,
@@ -24,14 +24,15 @@ from collections import OrderedDict
 BATCH_OVERHEAD = 12  # baseOffset + batchLength
 
 
-def split(data: bytes | memoryview, limit: int) -> tuple[int, int]:
-    """(bytes of the whole batches from the start of ``data`` within ``limit``, at least one; the
-    offset after the last of them)."""
+def split(data: bytes | memoryview, limit: int, stop: int | None = None) -> tuple[int, int]:
+    """(bytes of the whole batches from the start of ``data`` within ``limit``, at least one, none whose
+    baseOffset is at or past ``stop`` (read_committed: the last stable offset); the offset after the
+    last of them)."""
     pos, next_offset = 0, -1
     while pos + 27 <= len(data):
         base, length = struct.unpack_from(">qi", data, pos)
         end = pos + BATCH_OVERHEAD + length
-        if end > len(data) or (pos and end > limit):
+        if end > len(data) or (pos and end > limit) or (stop is not None and base >= stop):
             break
         next_offset = base + struct.unpack_from(">i", data, pos + 23)[0] + 1
         pos = end

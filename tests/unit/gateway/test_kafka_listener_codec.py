@@ -80,3 +80,18 @@ def test_a_listener_beyond_loopback_needs_authentication() -> None:
     secured = {**cluster, "bootstrap_servers": "k:9092", "kafka_security": {"security.protocol": "SASL_SSL"}}
     with pytest.raises(ConfigError, match="PLAINTEXT only"):
         check_listeners(load_settings(clusters={"c": secured}, auth={"allow_anonymous": True}))
+
+
+def test_split_takes_whole_batches_within_the_limit_and_below_the_stop() -> None:
+    from tests.support.batches import build_v2, sample_records
+    from tiered_kafka_gateway.kafka_listener.read_ahead import ReadAhead, split
+
+    batches = [build_v2(sample_records(10, value_size=100), base_offset=i * 10) for i in range(5)]
+    data = memoryview(b"".join(batches))
+    assert split(data, len(batches[0]) + 1) == (len(batches[0]), 10)
+    assert split(data, 1) == (len(batches[0]), 10)  # at least one batch (KIP-74)
+    assert split(data, 1 << 30, stop=30) == (sum(len(b) for b in batches[:3]), 30)
+    assert split(data, 1 << 30, stop=0) == (0, -1)
+    ahead = ReadAhead(capacity=2 * len(data))
+    ahead.put("t", 0, 10, data[len(batches[0]):])
+    assert ahead.take("t", 0, 11) is None and ahead.take("t", 0, 10) is not None and ahead.size == 0
