@@ -69,7 +69,7 @@ def _run_agent(config: Path, until, timeout_s: float = 30) -> str:
                 assert time.monotonic() < deadline, "timed out: " + out.read_text(errors="replace")[-3000:]
                 time.sleep(0.1)
             process.send_signal(signal.SIGTERM)
-            assert process.wait(30) == 0
+            assert process.wait(120) == 0  # generous: a fresh clone's suite run on a loaded machine took over 30 s to stop
         finally:
             if process.poll() is None:
                 process.kill()
