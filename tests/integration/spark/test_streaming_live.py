@@ -35,10 +35,11 @@ def record(partition: int, offset: int) -> tuple[bytes, bytes]:
 
 
 def produce_per_partition(stack: TieredStack, topic: str, counts: dict[int, tuple[int, int]]) -> None:
-    """partition → (first offset, count): records ``record(p, o)``; one producer, so each
-    partition's records land at consecutive offsets from its current end."""
+    """partition → (first offset, count): records ``record(p, o)``; one idempotent producer, so each
+    partition's records land at consecutive offsets from its current end, in order even when a batch
+    is retried (without idempotence a retried batch can land after the next one)."""
     messages = [(p, *record(p, o)) for p, (first, count) in counts.items() for o in range(first, first + count)]
-    produce(stack.bootstrap, topic, messages, **{"linger.ms": 2, "batch.num.messages": 7})
+    produce(stack.bootstrap, topic, messages, **{"linger.ms": 2, "batch.num.messages": 7, "enable.idempotence": True})
 
 
 def mode_options(stack: TieredStack, mode: str, **options: Any) -> dict[str, str]:
