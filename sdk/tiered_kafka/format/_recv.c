@@ -15,7 +15,8 @@
  * The pool holds at most RECV_POOL_MAX_BYTES and RECV_POOL_MAX_BLOCKS idle blocks (a decision: 64 MiB, the
  * default bulk and consumer prefetch hold 128-256 MiB in flight, so what the pool keeps idle is less than what
  * the reader had in use a moment before); blocks beyond it are freed. Capacities are rounded up to 1 MiB so
- * ranges of slightly different sizes share blocks; a block serves a request of at least half its size less 1 MiB.
+ * ranges of slightly different sizes share blocks; a block serves a request of at least 80% of its size less 1 MiB
+ * (memory budgets count a buffer's length: what it holds beyond is bounded so).
  * Below RECV_MIN_POOLED (256 KiB) the memory is exactly the size asked and never pooled: small allocations come
  * from the heap malloc reuses anyway, and a small range must not hold a 1 MiB block.
  * Every pool operation happens with the GIL held (allocation and deallocation of Python objects). */
@@ -52,8 +53,8 @@ static PyObject *recv_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     RecvBuffer *self = (RecvBuffer *)type->tp_alloc(type, 0);
     if (!self) return NULL;
     int best = -1;
-    for (int i = 0; i < pool_n; i++)  /* the smallest idle block that fits, at most twice the size plus 1 MiB */
-        if (pool[i].cap >= size && pool[i].cap - RECV_ROUND <= 2 * size && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
+    for (int i = 0; i < pool_n; i++)  /* the smallest idle block that fits, at most 1.25 times the size plus 1 MiB */
+        if (pool[i].cap >= size && pool[i].cap - RECV_ROUND <= size + size / 4 && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
     if (best >= 0) {
         self->mem = pool[best].mem;
         self->cap = pool[best].cap;
