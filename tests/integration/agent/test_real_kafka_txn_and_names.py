@@ -85,6 +85,15 @@ class _Transactions:
         del self.txn, self.plain
 
 
+def _control_offsets(directory: Path) -> list[int]:
+    """Offsets of the control batches (transaction markers) in the partition's segments on disk now
+    (the active one may end inside a batch being appended)."""
+    return [
+        b.base_offset for path in segment_files(directory).values()
+        for b in iter_batches(path.read_bytes(), allow_truncated_tail=True) if b.is_control
+    ]  # fmt: skip
+
+
 def test_transactions_as_kafka_writes_them_are_uploaded_and_counted(kafka_server, redis_server, s3_server, s3_bucket) -> None:
     """A real transactional producer: Kafka's coordinator writes one-record control batches (COMMIT,
     ABORT), appends a ``.txnindex`` entry (producer, first offset, marker offset, LSO) to the segment
@@ -110,8 +119,9 @@ def test_transactions_as_kafka_writes_them_are_uploaded_and_counted(kafka_server
         writer.begin("committed-later", 5)
         writer.plain_records("plain-2", 120)
         writer.txn.commit_transaction(60)
-        writer.plain_records("plain-3", 1)  # after the last marker: its offset bounds the marker's
-        writer.plain_until_rolled_past("plain-3", directory, min(writer.offsets["plain-3"]))  # roll past the last marker
+        # the coordinator writes the markers after EndTxn returns: wait for the fourth on disk, then roll past it
+        last_marker = wait_for(lambda: len(found := _control_offsets(directory)) == 4 and max(found), what="the last COMMIT marker on disk")
+        writer.plain_until_rolled_past("plain-3", directory, last_marker)
     finally:
         writer.close()
     txns = {name: writer.offsets[name] for name in ("committed", "aborted", "aborted-later", "committed-later")}
