@@ -164,8 +164,10 @@ Rules
   gaps and the coverage start have their own objects (``tiered_kafka.keyspace``).
 
 The implementation is split into private modules (``_layout``: keys and members, ``_entries``:
-records, ``_scripts``: the Lua scripts, ``_client``: :class:`Registry`, ``_migrate``: layout 2's migration,
-``_connect``: :func:`connect`, ``_errors``); import everything from ``tiered_kafka.registry``.
+records, ``_scripts``: the Lua scripts, ``_store``: the keys and segment reads both readers below
+share, ``_client``: :class:`Registry` (writes, lookups), ``_paged``: its paged reads (a collaborator
+over the same store), ``_migrate``: layout 2's migration, ``_connect``: :func:`connect`,
+``_errors``); import everything from ``tiered_kafka.registry``.
 """
 from tiered_kafka.registry._client import Registry, RedisClient
 from tiered_kafka.registry._connect import LazyRedisCluster, check_url, connect, describe_url, is_cluster_url

@@ -6,15 +6,16 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Union
 
-from tiered_kafka.errors import InvalidSegmentNameError, TieredKafkaError
+from tiered_kafka.errors import InvalidSegmentNameError
 from tiered_kafka.format.segment_names import parse_partition_dir_name, partition_dir_name
 from tiered_kafka.registry import _scripts
-from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, SegmentEntry, _gap_details, _parse_gap
+from tiered_kafka.registry._entries import Coverage, CoverageStart, Gap, PartitionInfo, PartitionSummary, SegmentEntry, _gap_details, _parse_gap
 from tiered_kafka.registry._migrate import MigrationReport, migrate
 from tiered_kafka.registry._paged import PagedReads
+from tiered_kafka.registry._store import READ_ATTEMPTS, Store, _redis_exceptions, translated as _translated
 from tiered_kafka.registry._replicated import REPLICA_WAIT_MS, run_acknowledged
 from tiered_kafka.registry._errors import (
     MalformedRegistryDataError,
@@ -33,16 +34,11 @@ from tiered_kafka.registry._layout import (
     _decode_mapping,
     _int_field,
     _text,
-    STORED_SEGMENT_FIELDS,
-    cluster_partitions_key,
     gap_member,
-    partition_index_key,
     partition_index_member,
     parse_gap_member,
     parse_segment_member,
-    partition_keys,
 )
-from tiered_kafka.retry import is_transient
 
 if TYPE_CHECKING:  # the SDK does not depend on redis; only type checkers look here
     import redis
@@ -51,36 +47,6 @@ if TYPE_CHECKING:  # the SDK does not depend on redis; only type checkers look h
 else:
     RedisClient = Any
 
-_READ_ATTEMPTS: Final = 3
-
-# -- errors from the client -----------------------------------------------------------------------
-
-
-def _redis_exceptions() -> Any:
-    try:
-        import redis.exceptions
-    except ImportError:  # a compatible client without redis-py: leave its errors alone
-        return None
-    return redis.exceptions
-
-
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Turn redis-py's errors into registry errors: the transient ones (``tiered_kafka.retry.is_transient``,
-    the one list) into RegistryUnavailableError, the others into RegistryError."""
-    try:
-        yield
-    except TieredKafkaError:
-        raise
-    except Exception as err:
-        rx = _redis_exceptions()
-        if rx is None or not isinstance(err, rx.RedisError):
-            raise
-        if is_transient(err):
-            raise RegistryUnavailableError(f"{what}: Redis unavailable: {err}") from err
-        raise RegistryError(f"{what}: Redis error: {err}") from err
-
-
 # -- the registry ---------------------------------------------------------------------------------
 
 
@@ -88,7 +54,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Registry(PagedReads):
+class Registry:
     """The offset-range registry of one Kafka cluster, over a redis-py compatible client.
 
     ``client`` is a ``redis.Redis`` or ``redis.RedisCluster`` (or anything with the same command
@@ -112,6 +78,8 @@ class Registry(PagedReads):
         self.client = client
         self.cluster = cluster
         self.namespace = namespace
+        self._store = Store(client, cluster, namespace)
+        self._paged = PagedReads(self._store)
         self._clock = clock
         self.replica_wait_ms = replica_wait_ms  # on a Redis Cluster: WAIT 1 <ms> after each write script; 0: none
         self._register = client.register_script(_scripts._REGISTER_LUA)
@@ -134,15 +102,15 @@ class Registry(PagedReads):
 
     # -- keys --------------------------------------------------------------------------------------
     def keys(self, topic: str, partition: int) -> PartitionKeys:
-        return partition_keys(self.cluster, topic, partition, self.namespace)
+        return self._store.keys(topic, partition)
 
     @property
     def partitions_key(self) -> str:
-        return cluster_partitions_key(self.cluster, self.namespace)
+        return self._store.partitions_key
 
     @property
     def partition_index_key(self) -> str:
-        return partition_index_key(self.cluster, self.namespace)
+        return self._store.partition_index_key
 
     # -- writes ------------------------------------------------------------------------------------
     def register(self, entry: SegmentEntry) -> bool:
@@ -400,14 +368,14 @@ class Registry(PagedReads):
         keys = self.keys(topic, partition)
         _check_offset("offset", offset)
         with _translated(f"find {topic}-{partition} offset {offset}"):
-            for _ in range(_READ_ATTEMPTS):
+            for _ in range(READ_ATTEMPTS):
                 found = self.client.zrevrangebyscore(keys.segments, offset, "-inf", start=0, num=1)
                 if not found:
                     return None
                 base, last = parse_segment_member(found[0], key=keys.segments)
                 if last < offset:
                     return None
-                entries = self._load(topic, partition, keys, [found[0]])
+                entries = self._store.load(topic, partition, keys, [found[0]])
                 if entries is not None:
                     return entries[0] if entries else None
         raise MalformedRegistryDataError("segment listed without its hash", key=keys.segments)
@@ -417,37 +385,13 @@ class Registry(PagedReads):
 
         ``offset`` may be -1: the partition's first segment."""
         _check_offset("offset", offset, minimum=-1)
-        entries = self._range(topic, partition, f"({offset}", "+inf", 1, what=f"next segment of {topic}-{partition} after {offset}")
+        entries = self._store.range(topic, partition, f"({offset}", "+inf", 1, what=f"next segment of {topic}-{partition} after {offset}")
         return entries[0] if entries else None
 
-    def segments(
-        self,
-        topic: str,
-        partition: int,
-        *,
-        from_offset: int | None = None,
-        to_offset: int | None = None,
-        limit: int | None = None,
-    ) -> list[SegmentEntry]:
+    def segments(self, topic: str, partition: int, *, from_offset: int | None = None, to_offset: int | None = None, limit: int | None = None) -> list[SegmentEntry]:
         """Segments by first offset (registered range; module doc): from the one holding ``from_offset``
         (or the next after it), through the last one starting at or before ``to_offset``, at most ``limit`` of them."""
-        keys = self.keys(topic, partition)
-        if limit is not None and (not isinstance(limit, int) or limit < 0):
-            raise RegistryValueError(f"limit must be a non-negative int, got {limit!r}")
-        if limit == 0:
-            return []
-        low = "-inf"
-        if from_offset is not None:
-            _check_offset("from_offset", from_offset)
-            with _translated(f"segments of {topic}-{partition}"):
-                found = self.client.zrevrangebyscore(keys.segments, from_offset, "-inf", start=0, num=1)
-            low = f"({from_offset}"
-            if found:
-                base, last = parse_segment_member(found[0], key=keys.segments)
-                if last >= from_offset:
-                    low = str(base)
-        high = "+inf" if to_offset is None else str(_check_offset("to_offset", to_offset))
-        return self._range(topic, partition, low, high, limit, what=f"segments of {topic}-{partition}")
+        return self._store.segments(topic, partition, from_offset=from_offset, to_offset=to_offset, limit=limit)
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo | None:
         """The partition's extent, or None if nothing was ever registered for it."""
@@ -487,15 +431,7 @@ class Registry(PagedReads):
 
     def partitions(self) -> list[tuple[str, int]]:
         """Every (topic, partition) in the cluster's partition set, sorted (the set may lag; module doc)."""
-        with _translated(f"partitions of {self.cluster}"):
-            names = self.client.smembers(self.partitions_key)
-        out = []
-        for name in names:
-            try:
-                out.append(parse_partition_dir_name(_text(name)))
-            except InvalidSegmentNameError as err:
-                raise MalformedRegistryDataError(f"member {_text(name)!r} is not 'topic-partition'", key=self.partitions_key) from err
-        return sorted(out)
+        return self._store.partitions()
 
     def topics(self) -> dict[str, list[int]]:
         """Topic → sorted partitions, from :meth:`partitions`."""
@@ -547,43 +483,30 @@ class Registry(PagedReads):
                 item["coverage"] = self.coverage(topic, partition).to_dict()
             partitions[partition_dir_name(topic, partition)] = item
         return {"cluster": self.cluster, "partitions": partitions}
+    # -- paged reads (``_paged``) -------------------------------------------------------------------
+    def summaries(self, partitions: Sequence[tuple[str, int]]) -> list[PartitionSummary | None]:
+        return self._paged.summaries(partitions)
 
-    # -- helpers -----------------------------------------------------------------------------------
-    def _range(self, topic: str, partition: int, low: str, high: str, limit: int | None, *, what: str) -> list[SegmentEntry]:
-        keys = self.keys(topic, partition)
-        with _translated(what):
-            for _ in range(_READ_ATTEMPTS):
-                if limit is None:
-                    members = self.client.zrangebyscore(keys.segments, low, high)
-                else:
-                    members = self.client.zrangebyscore(keys.segments, low, high, start=0, num=limit)
-                entries = self._load(topic, partition, keys, members)
-                if entries is not None:
-                    return entries
-        raise MalformedRegistryDataError("segments listed without their hashes", key=keys.segments)
+    def summary(self, topic: str, partition: int) -> PartitionSummary | None:
+        return self._paged.summary(topic, partition)
 
-    def _load(self, topic: str, partition: int, keys: PartitionKeys, members: Sequence[Any]) -> list[SegmentEntry] | None:
-        """The entries of these members, leaving out segments deleted meanwhile; None: read again
-        (a member without its hash is still listed, which only a racing delete-and-re-register explains)."""
-        if not members:
-            return []
-        bases = [parse_segment_member(m, key=keys.segments)[0] for m in members]
-        pipe = self.client.pipeline(transaction=False)
-        for base in bases:
-            pipe.hgetall(keys.segment(base))
-        hashes = pipe.execute()
-        missing = [m for m, h in zip(members, hashes, strict=True) if not h]
-        if missing:
-            pipe = self.client.pipeline(transaction=False)
-            for m in missing:
-                pipe.zscore(keys.segments, m)
-            if any(score is not None for score in pipe.execute()):
-                return None
-        return [
-            SegmentEntry.from_fields(topic, partition, h, key=keys.segment(base))
-            for base, h in zip(bases, hashes, strict=True)
-            if h
-        ]
+    def segment_at_time(self, topic: str, partition: int, timestamp: int) -> SegmentEntry | None:
+        return self._paged.segment_at_time(topic, partition, timestamp)
+
+    def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        return self._paged.ranges_before_time(topic, partition, timestamp)
+
+    def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
+        return self._paged.segments_page(topic, partition, start, count)
+
+    def partition_count(self, topic: str | None = None) -> int:
+        return self._paged.partition_count(topic)
+
+    def listed(self, partitions: Sequence[tuple[str, int]]) -> list[bool]:
+        return self._paged.listed(partitions)
+
+    def partitions_page(self, *, after: tuple[str, int] | None = None, start: int | None = None, limit: int = 1000, topic: str | None = None) -> list[tuple[str, int]]:
+        return self._paged.partitions_page(after=after, start=start, limit=limit, topic=topic)
 
 
 def _glob_escape(text: str) -> str:

@@ -1,12 +1,13 @@
 """The registry's paged reads (layout 2, package doc): summaries, the time index, pages of segments and of
-partitions; each costs what it returns. A mixin of :class:`~tiered_kafka.registry.Registry` (``_client``)."""
+partitions; each costs what it returns. A collaborator of :class:`~tiered_kafka.registry.Registry` (``_client``)
+over the same :class:`~tiered_kafka.registry._store.Store`; ``Registry`` hands these calls to it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from tiered_kafka.registry._entries import PartitionInfo, PartitionSummary, SegmentEntry
+from tiered_kafka.registry._store import READ_ATTEMPTS as _READ_ATTEMPTS, Store, translated as _translated
 from tiered_kafka.registry._errors import MalformedRegistryDataError, RegistryValueError
 from tiered_kafka.registry._layout import (
     LAYOUT_VERSION,
@@ -21,30 +22,23 @@ from tiered_kafka.registry._layout import (
     partition_index_member,
 )
 
-_READ_ATTEMPTS = 3
 
 
-def _translated(what: str) -> Any:
-    from tiered_kafka.registry._client import _translated as translated
+class PagedReads:
+    """The paged reads of one cluster's registry (module doc), over its ``store``."""
 
-    return translated(what)
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
-if TYPE_CHECKING:
-    from tiered_kafka.registry._client import Registry as _Base
-else:
-    _Base = object
-
-
-class PagedReads(_Base):
     def summaries(self, partitions: Sequence[tuple[str, int]]) -> list[PartitionSummary | None]:
         """Each partition's :class:`PartitionSummary` (None: nothing ever registered), in two pipelined
         round trips for all of them: what a listing or coverage page shows, never a segment list.
         A partition not migrated to layout 2 has ``records`` None (module doc, "Layout 2")."""
         if not partitions:
             return []
-        all_keys = [self.keys(t, p) for t, p in partitions]
+        all_keys = [self._store.keys(t, p) for t, p in partitions]
         with _translated(f"summaries of {len(partitions)} partitions"):
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self._store.client.pipeline(transaction=False)
             for keys in all_keys:
                 pipe.hgetall(keys.info)
                 pipe.zrange(keys.segments, 0, 0)
@@ -52,7 +46,7 @@ class PagedReads(_Base):
                 pipe.zcard(keys.gaps)
             replies = pipe.execute()
             firsts: list[tuple[PartitionKeys, int] | None] = []
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self._store.client.pipeline(transaction=False)
             for i, keys in enumerate(all_keys):
                 first = replies[4 * i + 1]
                 if first:
@@ -94,16 +88,16 @@ class PagedReads(_Base):
         """The first segment (by offset) whose ``max_timestamp`` is >= ``timestamp`` (Kafka's
         ListOffsets picks that segment); None when none is. Logarithmic on a layout 2 partition
         (the time index); a partition not migrated yet is read whole."""
-        keys = self.keys(topic, partition)
+        keys = self._store.keys(topic, partition)
         with _translated(f"segment at time {timestamp} of {topic}-{partition}"):
             for _ in range(_READ_ATTEMPTS):
-                if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
-                    return next((e for e in self.segments(topic, partition) if e.max_timestamp >= timestamp), None)
-                found = self.client.zrangebyscore(keys.times, timestamp, "+inf", start=0, num=1)
+                if _text(self._store.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                    return next((e for e in self._store.segments(topic, partition) if e.max_timestamp >= timestamp), None)
+                found = self._store.client.zrangebyscore(keys.times, timestamp, "+inf", start=0, num=1)
                 if not found:
                     return None
                 member = _text(found[0])[:41]
-                entries = self._load(topic, partition, keys, [member])
+                entries = self._store.load(topic, partition, keys, [member])
                 if entries:
                     return entries[0]
         raise MalformedRegistryDataError("the time index names a segment that is not registered", key=keys.times)
@@ -112,16 +106,16 @@ class PagedReads(_Base):
         """(first_offset, last_offset, size) of every segment before :meth:`segment_at_time`'s, by
         offset: each has a ``max_timestamp`` below ``timestamp``. From the time index's members alone
         on a layout 2 partition (no segment hash read); a partition not migrated yet is read whole."""
-        keys = self.keys(topic, partition)
+        keys = self._store.keys(topic, partition)
         with _translated(f"segments before time {timestamp} of {topic}-{partition}"):
-            if _text(self.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+            if _text(self._store.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
                 out = []
-                for e in self.segments(topic, partition):
+                for e in self._store.segments(topic, partition):
                     if e.max_timestamp >= timestamp:
                         break
                     out.append((e.first, e.last_offset, e.size))
                 return out
-            members = self.client.zrangebyscore(keys.times, "-inf", f"({timestamp}")
+            members = self._store.client.zrangebyscore(keys.times, "-inf", f"({timestamp}")
         out = []
         for member in members:  # "{first:020d}:{last:020d}:{max_timestamp}:{size}", split without a regex (thousands of them)
             parts = _text(member).split(":")
@@ -141,10 +135,10 @@ class PagedReads(_Base):
             raise RegistryValueError(f"start and count must be >= 0, got {start!r}, {count!r}")
         if count == 0:
             return []
-        keys = self.keys(topic, partition)
+        keys = self._store.keys(topic, partition)
         with _translated(f"segments {start}.. of {topic}-{partition}"):
             for _ in range(_READ_ATTEMPTS):
-                entries = self._load(topic, partition, keys, self.client.zrange(keys.segments, start, start + count - 1))
+                entries = self._store.load(topic, partition, keys, self._store.client.zrange(keys.segments, start, start + count - 1))
                 if entries is not None:
                     return entries
         raise MalformedRegistryDataError("segments listed without their hashes", key=keys.segments)
@@ -152,24 +146,24 @@ class PagedReads(_Base):
     def partition_count(self, topic: str | None = None) -> int:
         """How many partitions the partition index lists (of ``topic``, when given); a registry not
         migrated yet (no index) counts its partitions SET."""
-        with _translated(f"partition count of {self.cluster}"):
+        with _translated(f"partition count of {self._store.cluster}"):
             if topic is None:
-                count = int(self.client.zcard(self.partition_index_key))
+                count = int(self._store.client.zcard(self._store.partition_index_key))
             else:
                 low, high = _topic_bounds(topic)
-                count = int(self.client.zlexcount(self.partition_index_key, low, high))
-            if count or self.client.exists(self.partition_index_key):
+                count = int(self._store.client.zlexcount(self._store.partition_index_key, low, high))
+            if count or self._store.client.exists(self._store.partition_index_key):
                 return count
-        return sum(1 for t, _ in self.partitions() if topic is None or t == topic)
+        return sum(1 for t, _ in self._store.partitions() if topic is None or t == topic)
 
     def listed(self, partitions: Sequence[tuple[str, int]]) -> list[bool]:
         """Whether the partition index lists each partition (pipelined ZSCOREs, 1,000 a round trip)."""
         out: list[bool] = []
-        with _translated(f"listed partitions of {self.cluster}"):
+        with _translated(f"listed partitions of {self._store.cluster}"):
             for start in range(0, len(partitions), 1000):
-                pipe = self.client.pipeline(transaction=False)
+                pipe = self._store.client.pipeline(transaction=False)
                 for topic, partition in partitions[start : start + 1000]:
-                    pipe.zscore(self.partition_index_key, partition_index_member(topic, partition))
+                    pipe.zscore(self._store.partition_index_key, partition_index_member(topic, partition))
                 out += [score is not None for score in pipe.execute()]
         return out
 
@@ -185,15 +179,15 @@ class PagedReads(_Base):
         if after is not None:
             cursor = "(" + partition_index_member(*after)
             low = cursor if low == "-" or cursor > low else low
-        with _translated(f"partitions of {self.cluster}"):
-            if not self.client.exists(self.partition_index_key):
-                everything = [tp for tp in self.partitions() if topic is None or tp[0] == topic]
+        with _translated(f"partitions of {self._store.cluster}"):
+            if not self._store.client.exists(self._store.partition_index_key):
+                everything = [tp for tp in self._store.partitions() if topic is None or tp[0] == topic]
                 everything.sort(key=lambda tp: partition_index_member(*tp))
                 if after is not None:
                     everything = [tp for tp in everything if partition_index_member(*tp) > partition_index_member(*after)]
                 return everything[start or 0 :][:limit]
-            members = self.client.zrangebylex(self.partition_index_key, low, high, start=start or 0, num=limit)
-        return [parse_partition_index_member(m, key=self.partition_index_key) for m in members]
+            members = self._store.client.zrangebylex(self._store.partition_index_key, low, high, start=start or 0, num=limit)
+        return [parse_partition_index_member(m, key=self._store.partition_index_key) for m in members]
 
 
 
