@@ -280,26 +280,8 @@ def _read(store: RemoteStore, topic: str, partition: int, obj: _Object, present:
         finally:
             opened.close()
     kinds = [k for k in UPLOAD_ORDER if keyspace.segment_key(topic, partition, obj.base, k) in present]
-    entry = SegmentEntry(
-        topic=topic,
-        partition=partition,
-        object_key=obj.key,
-        base_offset=obj.base,
-        last_offset=stats.last_offset,
-        size=stats.size,
-        record_count=stats.record_count,
-        min_timestamp=stats.min_timestamp,
-        max_timestamp=stats.max_timestamp,
-        checksum=stats.checksum,
-        leader_epoch=stats.leader_epoch,
-        upload_time_ms=obj.modified_ms,
-        files=tuple(k.value for k in kinds) + ((FileKind.BATCHINDEX.value,) if stats.batch_index is not None else ()),
-        aborted_txns=stats.aborted_txns if has_txnindex or stats.control_records == 0 else -1,
-        control_records=stats.control_records,
-        open_txn_first_offset=stats.open_txn_first_offset,
-        sparse_index=stats.sparse_index,
-        min_timestamp_exact=stats.min_timestamp_exact,
-    )
+    entry = stats.entry(topic, partition, obj.key, obj.base, kinds, obj.modified_ms,
+                        aborted_txns=None if has_txnindex or stats.control_records == 0 else -1)
     return entry, stats.batch_index
 
 

@@ -68,7 +68,7 @@ from tiered_kafka.format.record_batch import NO_PARTITION_LEADER_EPOCH, NO_TIMES
 from tiered_kafka.format.segment_names import FileKind, SegmentFileName, Suffix, segment_file_name
 from tiered_kafka.format.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from tiered_kafka.format.txn_index import parse as parse_txn_index
-from tiered_kafka.registry import NO_OPEN_TXN, OPEN_TXN_UNKNOWN
+from tiered_kafka.registry import NO_OPEN_TXN, OPEN_TXN_UNKNOWN, SegmentEntry
 from tiered_kafka_agent.errors import LocalSegmentError
 
 if TYPE_CHECKING:
@@ -135,6 +135,32 @@ class SegmentStats:
     open_txn_first_offset: int = OPEN_TXN_UNKNOWN
     batch_index: bytes | None = None  # the .batchindex file (format.batch_index); None: not magic 2 throughout
     sparse_index: bytes | None = None  # the registry entry's sparse plan index (format.sparse_index), from the batch index
+
+    def entry(self, topic: str, partition: int, object_key: str, base_offset: int, kinds: list[FileKind], upload_time_ms: int, *, aborted_txns: int | None = None) -> SegmentEntry:
+        """The registry entry of the segment these facts are of, whole (from its base offset), its
+        ``.log`` at ``object_key`` beside the files ``kinds`` (in upload order; the batch index
+        added when there is one). ``aborted_txns``: when the ``.txnindex`` was not read (another
+        uploader's segment), what is known instead (-1 unknown)."""
+        return SegmentEntry(
+            topic=topic,
+            partition=partition,
+            object_key=object_key,
+            base_offset=base_offset,
+            last_offset=self.last_offset,
+            size=self.size,
+            record_count=self.record_count,
+            min_timestamp=self.min_timestamp,
+            max_timestamp=self.max_timestamp,
+            checksum=self.checksum,
+            leader_epoch=self.leader_epoch,
+            upload_time_ms=upload_time_ms,
+            files=tuple(k.value for k in kinds) + ((FileKind.BATCHINDEX.value,) if self.batch_index is not None else ()),
+            aborted_txns=self.aborted_txns if aborted_txns is None else aborted_txns,
+            control_records=self.control_records,
+            open_txn_first_offset=self.open_txn_first_offset,
+            sparse_index=self.sparse_index,
+            min_timestamp_exact=self.min_timestamp_exact,  # MinTimestamp
+        )
 
 
 class MinTimestamp:

@@ -200,26 +200,7 @@ class RemoteStore:
         other bytes (then nothing was written)."""
         base = opened.segment.base_offset
         kinds = [k for k in UPLOAD_ORDER if k in opened.files]
-        entry = SegmentEntry(
-            topic=topic,
-            partition=partition,
-            object_key=self.keyspace.segment_key(topic, partition, base, FileKind.LOG),
-            base_offset=base,
-            last_offset=stats.last_offset,
-            size=stats.size,
-            record_count=stats.record_count,
-            min_timestamp=stats.min_timestamp,
-            max_timestamp=stats.max_timestamp,
-            checksum=stats.checksum,
-            leader_epoch=stats.leader_epoch,
-            upload_time_ms=time.time_ns() // 1_000_000,
-            files=tuple(k.value for k in kinds) + ((FileKind.BATCHINDEX.value,) if stats.batch_index is not None else ()),
-            aborted_txns=stats.aborted_txns,
-            control_records=stats.control_records,
-            open_txn_first_offset=stats.open_txn_first_offset,
-            sparse_index=stats.sparse_index,
-            min_timestamp_exact=stats.min_timestamp_exact,  # local_segments.MinTimestamp
-        )
+        entry = stats.entry(topic, partition, self.keyspace.segment_key(topic, partition, base, FileKind.LOG), base, kinds, time.time_ns() // 1_000_000)
         if first_offset is not None:
             entry = registered_from(entry, first_offset, stats.batch_index)
         log_key = self.keyspace.segment_key(topic, partition, base, FileKind.LOG)

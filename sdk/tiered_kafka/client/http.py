@@ -31,6 +31,7 @@ as a body left on the socket would be read as the next response).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import threading
 from collections.abc import Iterator
@@ -64,16 +65,23 @@ class _Body(httpx.SyncByteStream):
         self._response = response
 
     def __iter__(self) -> Iterator[bytes]:
-        try:
+        with self._receiving():
             data = self._response.read()
+        if data:
+            yield data
+
+    @contextlib.contextmanager
+    def _receiving(self) -> Iterator[None]:
+        """A failure while the body is received is httpx's (the client's retries know those), and
+        the connection is dropped (what is left of the body is unknown)."""
+        try:
+            yield
         except TimeoutError as err:
             self._drop()
             raise httpx.ReadTimeout(str(err) or "timed out reading the response body") from err
         except (OSError, http.client.HTTPException) as err:
             self._drop()
             raise httpx.ReadError(f"reading the response body: {err!r}") from err
-        if data:
-            yield data
 
     def read_pooled(self) -> bytes | memoryview:
         """The whole body, read once (for ``GatewayClient.fetch``): a body of known length goes straight
@@ -86,18 +94,12 @@ class _Body(httpx.SyncByteStream):
             return b"".join(self)
         view = memoryview(native.RecvBuffer(length))
         got = 0
-        try:
+        with self._receiving():
             while got < length:
                 n = response.readinto(view[got:])
                 if not n:
                     break  # a short body: the caller compares the length with what it asked
                 got += n
-        except TimeoutError as err:
-            self._drop()
-            raise httpx.ReadTimeout(str(err) or "timed out reading the response body") from err
-        except (OSError, http.client.HTTPException) as err:
-            self._drop()
-            raise httpx.ReadError(f"reading the response body: {err!r}") from err
         return view[:got].toreadonly()
 
     def close(self) -> None:
