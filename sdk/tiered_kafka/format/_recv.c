@@ -53,7 +53,7 @@ static PyObject *recv_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     RecvBuffer *self = (RecvBuffer *)type->tp_alloc(type, 0);
     if (!self) return NULL;
     int best = -1;
-    for (int i = 0; i < pool_n; i++)  /* the smallest idle block that fits, at most 1.25 times the size plus 1 MiB */
+    for (int i = 0; size >= RECV_MIN_POOLED && i < pool_n; i++)  /* the smallest idle block that fits, at most 1.25 times the size plus 1 MiB; never for a small size */
         if (pool[i].cap >= size && pool[i].cap - RECV_ROUND <= size + size / 4 && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
     if (best >= 0) {
         self->mem = pool[best].mem;

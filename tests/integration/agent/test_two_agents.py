@@ -357,8 +357,9 @@ def test_two_agents_uploading_one_partition_at_once(kafka_server, redis_server, 
     entries = registry.segments(topic, 0)
     assert registry.gaps(topic, 0) == [], outputs[1][-3000:]
     assert not any("GAP offsets" in out for out in outputs)
-    # they did race: each registered segments, and one met the other's registrations or objects
-    assert all("uploaded and registered" in out for out in outputs), [out[-2000:] for out in outputs]
+    # they did race: one met the other's registrations or objects (which agent registers what is the
+    # race's to decide: one may win every segment, as a fresh clone's full run saw once)
+    assert any("uploaded and registered" in out for out in outputs), [out[-2000:] for out in outputs]
     raced = ("its key holds another leader's", "adopting the unregistered object", " from offset ", "already registered", "registered all its offsets meanwhile")
     assert any(sign in out for out in outputs for sign in raced)
     assert entries[0].first_offset == 0 and entries[-1].last_offset >= end
