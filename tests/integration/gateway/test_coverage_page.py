@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from tests.support.agent_env import agent_settings, delete_records, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.kafka_clients import create_topic, produce_numbered
@@ -24,7 +24,6 @@ from tiered_kafka_agent.agent import Agent
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = "/usr/bin/chromium"
 READER = "reader-token-" + "r" * 12
 OUTSIDER = "outsider-token-" + "o" * 12
 GAP_REASON = "test: segment lost <before upload>"  # markup in a reason must come out as text
@@ -64,16 +63,6 @@ def stack(kafka_server: Any, redis_server: Any, s3_server: Any, tmp_path_factory
     with gateway_server(settings, s3_server, bootstrap, auth=auth) as url:
         yield Stack(url, settings.cluster, topic, registry, lost)
     registry.client.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def open_page(browser: Browser, token: str, url: str) -> Page:

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, sync_playwright
+from playwright.sync_api import Browser, BrowserContext
 
 from tests.support.agent_env import agent_settings, only_topics, registry_for, rotated_bases, unique_topic, wait_for
 from tests.support.gateway_env import gateway_settings
@@ -26,7 +26,6 @@ from tiered_kafka_gateway.tokens import TokenBook
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = "/usr/bin/chromium"
 READER = "login-reader-" + "r" * 12
 SECRET = "session-key-" + "k" * 30
 TTL_S = 600
@@ -59,16 +58,6 @@ def site(kafka_server: Any, redis_server: Any, s3_server: Any) -> Iterator[Site]
     with gateway_server(settings, s3_server, auth=auth) as url:
         yield Site(url, settings.cluster, mine, theirs, Sessions(replica, TokenBook(replica)))
     registry.client.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture

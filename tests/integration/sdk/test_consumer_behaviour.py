@@ -29,7 +29,7 @@ from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.client.remote_read import decode_range, fetch_range
 
 pytestmark = pytest.mark.integration
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-segments"  # in the repository, not ../shared
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kafka-segments"  # broker-written segments kept in the repository
 
 
 def test_mode_switches_mid_stream_hand_off_at_the_exact_offset(retained: tuple[TieredStack, dict[int, int]]) -> None:
