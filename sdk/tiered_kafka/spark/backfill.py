@@ -67,6 +67,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -316,10 +317,14 @@ def count_parquet(spark: SparkSession, output: str) -> dict[tuple[str, int], tup
 
 
 class StageProgress:
-    """Prints Spark's progress (tasks done per active stage) at most every ``interval_s`` while a job runs."""
+    """Prints Spark's progress (tasks done per active stage) at most every ``interval_s`` while a job
+    runs, and on exit every stage of the jobs run inside it with its final count (a job quicker than
+    the first look is reported too). It finds those jobs by Spark's job group of the calling thread:
+    its own (``tiered-kafka-progress-…``, removed on exit) unless the application set one."""
 
     def __init__(self, spark: SparkSession, prefix: str, say: Say, interval_s: float = 1.0) -> None:
-        self._tracker = spark.sparkContext.statusTracker()
+        self._context = spark.sparkContext
+        self._tracker = self._context.statusTracker()
         self._prefix = prefix
         self._say = say
         self._interval_s = interval_s
@@ -329,6 +334,11 @@ class StageProgress:
 
     def __enter__(self) -> StageProgress:
         self._began = time.monotonic()
+        self._own_group = self._context.getLocalProperty("spark.jobGroup.id") is None
+        if self._own_group:
+            self._context.setJobGroup(f"tiered-kafka-progress-{uuid.uuid4().hex[:12]}", self._prefix)
+        self._group = self._context.getLocalProperty("spark.jobGroup.id")
+        self._jobs_before = set(self._tracker.getJobIdsForGroup(self._group))
         self._thread.start()
         return self
 
@@ -336,11 +346,23 @@ class StageProgress:
         self._stop.set()
         self._thread.join(5)
         self._poll()
-        for stage_id in sorted(self._last):
+        for stage_id in self._stages_run():
             info = self._tracker.getStageInfo(stage_id)
-            if info is not None and self._last[stage_id] < info.numTasks:
+            if info is not None and self._last.get(stage_id) != info.numCompletedTasks:
                 self._report(stage_id, info)
+        if self._own_group:
+            for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+                self._context.setLocalProperty(key, None)  # type: ignore[arg-type]  # None removes it
         self._say(f"{self._prefix} done in {time.monotonic() - self._began:.1f} s")
+
+    def _stages_run(self) -> list[int]:
+        """The stages of the jobs run inside the block, and any other seen while it ran."""
+        stages = set(self._last)
+        for job_id in set(self._tracker.getJobIdsForGroup(self._group)) - self._jobs_before:
+            job = self._tracker.getJobInfo(job_id)
+            if job is not None:
+                stages.update(job.stageIds)
+        return sorted(stages)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
