@@ -2,7 +2,11 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PYTEST_ARGS ?= --durations=25  # the slowest tests, to keep `make test` under its 20-minute budget
+PYTEST_ARGS ?= --durations=25  # the slowest tests, to keep `make test` under its 25-minute budget
+# Workers of pytest-xdist: the suite mostly waits on its services (Kafka rolling and deleting, the
+# agent's passes, JVM starts), a third of two CPUs busy when run alone; two workers each take whole
+# packages (tests/conftest.py: xdist_group), so package-scoped stacks still start once per worker.
+TEST_WORKERS ?= 2
 
 .PHONY: install test run bench openapi clean
 
@@ -12,7 +16,7 @@ install:
 # Every test, with the real services started by the fixtures. pytest's exit code 5 (no tests
 # collected) is non-zero, so it fails this target and CI.
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The local stack doing its job: Redis, ZooKeeper, SeaweedFS S3, the development Kafka broker, the agent,
 # the gateway, the SDK in its four modes and Spark; Ctrl-C stops it.

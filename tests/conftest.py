@@ -32,16 +32,55 @@ def spark() -> Iterator[Any]:
 LAST = ("tests/integration/spark_cluster/",)
 """Tests run after every other one: the standalone Spark cluster's stop the shared local session (``spark``)."""
 
+FIRST = (
+    "tests/integration/sdk/",
+    "tests/integration/agent/",
+    "tests/integration/spark/",
+    "tests/integration/gateway/",
+    "tests/integration/rsm/",
+    "tests/integration/kafka_listener/",
+    "tests/integration/test_remote_lso.py",
+    "tests/integration/pinterest/",
+    "tests/integration/iceberg/",
+    "tests/integration/cluster/",
+    "tests/integration/test_transactions_e2e.py",
+    "tests/unit/sdk/",
+    "tests/integration/test_stack_smoke.py",
+    "tests/integration/test_kafka_launchers.py",
+)
+"""The longest groups (``xdist_group``), longest first (as measured by ``--durations=0``): under ``make test``'s workers
+(``pytest -n``, ``--dist loadgroup``) a worker takes the next group when it is done with one, so
+the long ones start early and the short ones fill in at the end."""
 
+
+def xdist_group(path: str) -> str:
+    """The group a test file runs in under pytest-xdist: its package below ``tests/integration/`` or
+    ``tests/unit/`` (its package- and module-scoped fixtures then start once, on one worker), or, for
+    a module directly in one of those, the module itself."""
+    parts = path.split("/")
+    return "/".join(parts[:3]) if len(parts) > 3 else path
+
+
+def _rank(path: str) -> int:
+    """Where a test file's group runs: the ``FIRST`` ones in their order, then the rest, ``LAST`` at the end."""
+    if path.startswith(LAST):
+        return len(FIRST) + 1
+    return next((i for i, prefix in enumerate(FIRST) if path.startswith(prefix)), len(FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Move the tests under ``LAST`` to the end, keeping the order within each group (so package- and
-    module-scoped fixtures still set up once)."""
+    """Order the tests by ``_rank`` (stable: within a group, in collection order, so package- and
+    module-scoped fixtures still set up once) and mark each with its ``xdist_group``. Without
+    pytest-xdist (``pytest`` alone) the order holds the same: ``LAST`` at the end."""
     root = config.rootpath
 
-    def last(item: pytest.Item) -> bool:
-        return item.path.is_relative_to(root) and item.path.relative_to(root).as_posix().startswith(LAST)
+    def path(item: pytest.Item) -> str:
+        return item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
 
-    items[:] = [i for i in items if not last(i)] + [i for i in items if last(i)]
+    items.sort(key=lambda item: _rank(path(item)))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(path(item))))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
