@@ -16,7 +16,7 @@ install:
 # Every test, with the real services started by the fixtures. pytest's exit code 5 (no tests
 # collected) is non-zero, so it fails this target and CI.
 test: install
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The local stack doing its job: Redis, ZooKeeper, SeaweedFS S3, the development Kafka broker, the agent,
 # the gateway, the SDK in its four modes and Spark; Ctrl-C stops it.

@@ -68,19 +68,31 @@ def _rank(path: str) -> int:
     return next((i for i, prefix in enumerate(FIRST) if path.startswith(prefix)), len(FIRST))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Order the tests by ``_rank`` (stable: within a group, in collection order, so package- and
-    module-scoped fixtures still set up once) and mark each with its ``xdist_group``. Without
-    pytest-xdist (``pytest`` alone) the order holds the same: ``LAST`` at the end."""
+    module-scoped fixtures still set up once). pytest-xdist's scheduler (below) hands the groups out
+    in this order; without it (``pytest`` alone) the order holds the same: ``LAST`` at the end."""
     root = config.rootpath
 
     def path(item: pytest.Item) -> str:
         return item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
 
     items.sort(key=lambda item: _rank(path(item)))
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(path(item))))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when it is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's ``loadscope`` scheduling with ``xdist_group`` as the scope: a worker takes a
+    whole group, the next in collection order (``--no-loadscope-reorder``) when it is done with one.
+    (Not ``--dist loadgroup``: it marks a group in the node id, which pytest 9 no longer lets a plugin
+    rewrite, so every test became its own group.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid.split("::")[0])
+
+    return GroupScheduling(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
