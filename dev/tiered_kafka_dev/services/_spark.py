@@ -81,7 +81,9 @@ class _SparkDaemon(LocalService):
         """``env VAR=... spark-class`` with a properties file; ``env`` execs, so the pid stays the JVM's."""
         home = spark_home()
         properties = workdir / "spark-defaults.conf"
-        properties.write_text("spark.port.maxRetries 0\nspark.ui.reverseProxy false\n")
+        # spark.master.rest.enabled: the REST submission server (cluster deploy mode, unused here) binds
+        # the fixed port 6066, which a second master on the machine (another test worker's) then lacks
+        properties.write_text("spark.port.maxRetries 0\nspark.ui.reverseProxy false\nspark.master.rest.enabled false\n")
         environment = {
             "SPARK_HOME": str(home),
             "SPARK_CONF_DIR": str(workdir),  # nothing from the user's or pyspark's conf directory
