@@ -105,7 +105,8 @@ class RealTransactionalLog:
 
     ``write_until_open(bootstrap)`` writes all but the last COMMIT and returns once the last
     transaction is open with rotated segments after its first offset; the caller waits for the
-    uploads, then ``commit_last()``; ``close()`` aborts it if it is still open.
+    uploads, then ``commit_last()`` (which returns once the COMMIT marker is in the log);
+    ``close()`` aborts it if it is still open.
     """
 
     HEAD = 2  # plain records first
@@ -116,10 +117,12 @@ class RealTransactionalLog:
         self.partition = partition
         self.last_first_offset = -1  # the first offset of the transaction committed by commit_last()
         self._open: Any = None
+        self._bootstrap = ""
 
     def write_until_open(self, bootstrap: str) -> None:
         from confluent_kafka import Producer
 
+        self._bootstrap = bootstrap
         plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 8000})
         produced: list[int] = []
 
@@ -158,8 +161,21 @@ class RealTransactionalLog:
         del plain, committed, aborted, late
 
     def commit_last(self) -> None:
+        """Commit the last transaction and wait until its COMMIT marker is written: Kafka's
+        coordinator writes markers after EndTxn has answered, so until then the last stable offset
+        (the end a read_committed reader sees, librdkafka's default) stays at its first offset."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        from tests.support.agent_env import wait_for
+
         self._open.commit_transaction(30)
         self._open = None
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
+        try:
+            tp = TopicPartition(self.topic, self.partition)
+            wait_for(lambda: consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] > self.last_first_offset, what=f"the last stable offset of {self.topic} past {self.last_first_offset}")
+        finally:
+            consumer.close()
 
     def close(self) -> None:
         if self._open is not None:
