@@ -67,7 +67,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -152,6 +152,27 @@ class _Partition:
     start: int
     end: int
     selector: ColumnarSelector
+    topic_column: _ConstantColumn = field(init=False)  # the topic and partition columns of its batches
+    partition_column: _ConstantColumn = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topic_column = _ConstantColumn(self.topic, pa.string())
+        self.partition_column = _ConstantColumn(self.partition, pa.int32())
+
+
+class _ConstantColumn:
+    """A column holding one value on every row, as zero-copy slices of one array grown to the
+    largest batch seen: ``pa.repeat`` per batch allocated fresh Arrow memory each time (the
+    topic's bytes and offsets on every row), page faults a profile of the bulk read showed (#38)."""
+
+    def __init__(self, value: Any, type_: pa.DataType) -> None:
+        self._scalar = pa.scalar(value, type_)
+        self._array = pa.repeat(self._scalar, 0)
+
+    def __call__(self, rows: int) -> pa.Array:
+        if rows > len(self._array):
+            self._array = pa.repeat(self._scalar, max(rows, 2 * len(self._array)))
+        return self._array.slice(0, rows)
 
 
 @dataclass
@@ -398,14 +419,15 @@ class BulkReader:
         return out
 
     def _out(self, part: _Partition, selected: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        topic, partition = part.topic_column, part.partition_column
         for records in selected:
             n = records.num_rows
             if not n:
                 continue
             self.stats.rows += n
             columns = [
-                pa.repeat(pa.scalar(part.topic, pa.string()), n),
-                pa.repeat(pa.scalar(part.partition, pa.int32()), n),
+                topic(n),
+                partition(n),
                 records.column("offset"),
                 records.column("timestamp").cast(TIMESTAMP_TYPE),
                 records.column("timestamp_type"),
