@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?= --durations=25  # the slowest tests, to keep `make test` under its 25-minute budget
 # Workers of pytest-xdist: the suite mostly waits on its services (Kafka rolling and deleting, the
 # agent's passes, JVM starts), a third of two CPUs busy when run alone; two workers each take whole
-# packages (tests/conftest.py: xdist_group), so package-scoped stacks still start once per worker.
+# packages (tests/conftest.py: worker_group), so package-scoped stacks still start once per worker.
 TEST_WORKERS ?= 2
 
 .PHONY: install test run bench openapi clean

@@ -48,12 +48,12 @@ FIRST = (
     "tests/integration/test_stack_smoke.py",
     "tests/integration/test_kafka_launchers.py",
 )
-"""The longest groups (``xdist_group``), longest first (as measured by ``--durations=0``): under ``make test``'s workers
-(``pytest -n``, ``--dist loadgroup``) a worker takes the next group when it is done with one, so
-the long ones start early and the short ones fill in at the end."""
+"""The longest groups (``worker_group``), longest first (as measured by ``--durations=0``): under
+``make test``'s workers (``pytest -n``, the scheduler below) a worker takes the next group when it is
+done with one, so the long ones start early and the short ones fill in at the end."""
 
 
-def xdist_group(path: str) -> str:
+def worker_group(path: str) -> str:
     """The group a test file runs in under pytest-xdist: its package below ``tests/integration/`` or
     ``tests/unit/`` (its package- and module-scoped fixtures then start once, on one worker), or, for
     a module directly in one of those, the module itself."""
@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent when it is not installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's ``loadscope`` scheduling with ``xdist_group`` as the scope: a worker takes a
+    """pytest-xdist's ``loadscope`` scheduling with ``worker_group`` as the scope: a worker takes a
     whole group, the next in collection order (``--no-loadscope-reorder``) when it is done with one.
     (Not ``--dist loadgroup``: it marks a group in the node id, which pytest 9 no longer lets a plugin
     rewrite, so every test became its own group.)"""
@@ -90,7 +90,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return xdist_group(nodeid.split("::")[0])
+            return worker_group(nodeid.split("::")[0])
 
     return GroupScheduling(config, log)
 
