@@ -169,7 +169,14 @@ def test_metrics_are_served_over_http(kafka_server, redis_server, s3_server, s3_
     registry = registry_for(settings)
     with Agent(settings):
         wait_for(lambda: len(registry.segments(topic, 0)) == len(rotated_bases(kafka_server.log_dir / f"{topic}-0")), what="registered")
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        caught_up = f'tiered_kafka_agent_upload_lag_offsets{{partition="0",topic="{topic}"}} 0.0'
+
+        def scrape() -> str | None:
+            """The agent sets the lag gauge after its pass registered the segments: scraped until it reads 0."""
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            return text if caught_up in text else None
+
+        body = wait_for(scrape, what="the upload lag gauge at 0")
     for name in (
         "tiered_kafka_agent_upload_lag_offsets",
         "tiered_kafka_agent_upload_lag_seconds",
@@ -180,7 +187,6 @@ def test_metrics_are_served_over_http(kafka_server, redis_server, s3_server, s3_
         "tiered_kafka_agent_gaps_total",
     ):
         assert name in body, name
-    assert f'tiered_kafka_agent_upload_lag_offsets{{partition="0",topic="{topic}"}} 0.0' in body
 
 
 def test_a_segment_registered_by_another_leader_is_never_overwritten(kafka_server, redis_server, s3_server, s3_bucket, caplog) -> None:
