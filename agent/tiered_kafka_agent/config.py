@@ -38,6 +38,8 @@ upper-cased with ``.`` → ``__``)::
 The file is a Java-style ``.properties`` file, like Pinterest's uploader config, and accepts
 Pinterest's ``ts.segment.uploader.*`` names where the meaning is the same (see
 ``PINTEREST_NAMES``; retention seconds are converted to milliseconds, max retries to attempts).
+A name no section knows is refused, in every section (``upload.max_concurent_segments`` is an
+error naming it, not a default silently kept; issue 36).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from tiered_kafka.errors import ConfigError
@@ -78,6 +80,7 @@ class S3Settings(S3Location):
 
 
 class RedisSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     url: str
 
     @field_validator("url")
@@ -87,6 +90,7 @@ class RedisSettings(BaseModel):
 
 
 class LeadershipSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     mode: Literal["zookeeper", "kraft", "static"]  # required: uploading followers' segments would be wrong
     zookeeper_connect: str | None = None
     bootstrap_servers: str | None = None
@@ -102,6 +106,7 @@ class LeadershipSettings(BaseModel):
 
 
 class TopicSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     include: list[str] = [".*"]
     exclude: list[str] = []
 
@@ -120,6 +125,7 @@ class TopicSettings(BaseModel):
 
 
 class UploadSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     max_concurrent_segments: int = Field(4, ge=1, le=256)
     max_attempts: int = Field(8, ge=1)
     backoff_base_s: float = Field(0.2, gt=0)
@@ -129,6 +135,7 @@ class UploadSettings(BaseModel):
 
 
 class RetentionLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     ms: int = Field(-1, ge=-1)
     bytes: int = Field(-1, ge=-1)
 
@@ -142,6 +149,7 @@ class RemoteRetentionSettings(RetentionLimits):
 
 
 class MetricsSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a typo in any section is refused, not ignored (issue 36)
     host: str = "127.0.0.1"
     port: int = Field(9400, ge=0, le=65535)
 
