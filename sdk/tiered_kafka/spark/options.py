@@ -425,6 +425,9 @@ def _selection(opts: Mapping[str, str]) -> TopicSelection:
     data = _json(text, "assign", example)
     if not isinstance(data, dict) or not data:
         raise OptionError(f"option 'assign' must be a JSON object of topics to partition lists, e.g. {example}, got {text!r}")
+    bad = [t for t in data if not is_legal_topic_name(t)]
+    if bad:
+        raise OptionError(f"option 'assign': invalid topic name(s) {', '.join(map(repr, bad))} ({TOPIC_NAME_RULE})")
     partitions: dict[str, tuple[int, ...]] = {}
     for topic, items in data.items():
         if not isinstance(items, list) or not items or not all(_is_int(p) and p >= 0 for p in items):
