@@ -234,6 +234,10 @@ class ClusterReader(SegmentIndexes, CountsS3):
         """The registry's time index members before the segment reaching ``timestamp`` (no entry read)."""
         return self.registry.ranges_before_time(topic, partition, timestamp)
 
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """The registry's time index members of the last segments all newer than ``timestamp`` (no entry read)."""
+        return self.registry.ranges_after_time(topic, partition, timestamp)
+
     def coverage_start(self, topic: str, partition: int) -> CoverageStart | None:
         return self.registry.coverage_start(topic, partition)
 

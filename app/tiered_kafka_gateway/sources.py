@@ -93,6 +93,10 @@ class ClusterSource(Protocol):
     def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
         """(first_offset, last_offset, size) of the segments before ``segments_from_time``'s first, by offset."""
 
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """(first_offset, last_offset, size), by offset, of the longest run of last segments whose records
+        are all stamped after ``timestamp`` (exact min timestamps above it)."""
+
 
 class ScansSegments:
     """The paged reads of ``ClusterSource`` over a source's whole lists (``topics``, ``segments``):
@@ -151,6 +155,12 @@ class ScansSegments:
                 break
             out.append((s.first, s.last_offset, s.size))
         return out
+
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        run: list[tuple[int, int, int]] = []
+        for s in self.segments(topic, partition):
+            run = run + [(s.first, s.last_offset, s.size)] if s.min_timestamp_exact and s.min_timestamp > timestamp else []
+        return run
 
 
 def build_source(name: str, cluster: ClusterSettings, settings: GatewaySettings) -> ClusterSource:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from tiered_kafka.registry import LAYOUT_VERSION, Registry, SegmentEntry, segment_member
+from tiered_kafka.registry import LAYOUT_VERSION, Registry, SegmentEntry, segment_member, time_member, time_member_of
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +64,47 @@ def test_time_index_answers_like_a_scan_through_registrations_and_deletions(regi
         for doomed in [live[0], live[len(live) // 2]]:  # retention's oldest, and one in the middle
             registry.delete_segment("orders", 3, doomed.first)
             live.remove(doomed)
+
+
+def newer_run(entries: list[SegmentEntry], ts: int) -> list[tuple[int, int, int]]:
+    """The longest run of last segments (by offset) whose exact min timestamps are all above ts."""
+    run: list[tuple[int, int, int]] = []
+    for e in sorted(entries, key=lambda e: e.first):
+        run = run + [(e.first, e.last_offset, e.size)] if e.min_timestamp_exact and e.min_timestamp > ts else []
+    return run
+
+
+def test_the_run_of_newer_segments_answers_like_a_scan_through_registrations_and_deletions(registry: Registry) -> None:
+    rng = random.Random(3434)
+    entries = []
+    for i in range(70):  # mostly in time order, some out of it, some without an exact min timestamp
+        low = i * 10 + rng.choice([0, 0, 0, -300, 200])
+        entries.append(entry(i * 10, i * 10 + 9, min_timestamp=max(low, -1), max_ts=max(low, -1) + 9, min_timestamp_exact=rng.random() > 0.1))
+    shuffled = entries[:]
+    rng.shuffle(shuffled)
+    registry.register_many(shuffled[:35])
+    for e in shuffled[35:]:
+        registry.register(e)
+    live = list(entries)
+    for _ in range(4):
+        for ts in [-2, -1, 0, 350, 690, 700, 1000, *rng.sample(range(-300, 900), 25)]:
+            assert registry.ranges_after_time("orders", 3, ts) == newer_run(live, ts), ts
+        for doomed in [live[0], live[len(live) // 2], live[-1]]:
+            registry.delete_segment("orders", 3, doomed.first)
+            live.remove(doomed)
+
+
+def test_time_index_members_written_before_the_min_timestamp_end_the_newer_run(client: redis.Redis, registry: Registry) -> None:
+    entries = [entry(i * 10, i * 10 + 9, min_timestamp=i * 10, max_ts=i * 10 + 9, min_timestamp_exact=True) for i in range(6)]
+    registry.register_many(entries)
+    assert registry.ranges_after_time("orders", 3, 25) == [(e.first, e.last_offset, e.size) for e in entries[3:]]
+    keys = registry.keys("orders", 3)
+    old = entries[4]  # its member as this morning's layout 2 wrote it: no min timestamp
+    score = client.zscore(keys.times, time_member_of(old))
+    client.zrem(keys.times, time_member_of(old))
+    client.zadd(keys.times, {time_member(old.first, old.last_offset, old.max_timestamp, old.size): score})
+    assert registry.ranges_after_time("orders", 3, 25) == [(entries[5].first, entries[5].last_offset, entries[5].size)]
+    assert registry.ranges_before_time("orders", 3, 55) == [(e.first, e.last_offset, e.size) for e in entries[:5]]
 
 
 def test_register_does_not_store_the_sparse_index_and_stays_small(client: redis.Redis, registry: Registry) -> None:
@@ -242,6 +283,56 @@ def test_pages_of_a_long_partition_read_its_summary_and_one_page_of_segments(red
     assert listing["topics"] == [{"name": "orders", "partitions": [0, 1]}] and listing["next_after"] == "orders/1" and listing["total_partitions"] == 3
     rest = http.get(f"/v1/clusters/{cluster}/topics", params={"limit": 2, "after": "orders/1"}).json()
     assert rest["topics"] == [{"name": "orders", "partitions": [3]}] and rest["next_after"] is None
+
+
+def expected_time_ranges(entries: list[SegmentEntry], low: int, high: int) -> tuple[list[tuple[int, int]], int, list[int]]:
+    """routes.time_ranges' rule segment by segment over every entry (what it answered before it read
+    both ends from the time index): pruned runs, pruned segment count, inexact segments' first offsets."""
+    runs: list[tuple[int, int]] = []
+    count, inexact, reached = 0, [], False
+    for e in sorted(entries, key=lambda e: e.first):
+        reached = reached or e.max_timestamp >= low
+        if reached and not (e.max_timestamp < low or (e.min_timestamp_exact and e.min_timestamp > high)):
+            if not e.min_timestamp_exact:
+                inexact.append(e.first)
+            continue
+        count += 1
+        runs = runs[:-1] + [(runs[-1][0], e.last_offset)] if runs and runs[-1][1] + 1 == e.first else runs + [(e.first, e.last_offset)]
+    return runs, count, inexact
+
+
+def test_time_ranges_read_both_ends_from_the_index_and_answer_as_the_rule_segment_by_segment(redis_server: Any, s3_server: Any, s3_bucket: str) -> None:
+    """/time-ranges over a real registry (the gateway app): the runs before F and after T come from the
+    time index, the segments between are read; the answer is the rule applied to every segment."""
+    from fastapi.testclient import TestClient
+
+    from tests.support.local_url import LOCAL_URL
+    from tiered_kafka.format.segment_names import FileKind
+    from tiered_kafka.keyspace import Keyspace
+    from tiered_kafka_gateway.app import create_app
+    from tiered_kafka_gateway.config import load_settings
+
+    rng = random.Random(43)
+    cluster = f"kc-{uuid.uuid4().hex[:10]}"
+    registry = Registry(redis.Redis.from_url(redis_server.url), cluster)
+    keyspace = Keyspace("tiered", cluster, 0)
+    segments = []
+    for i in range(120):
+        if i in (40, 90):  # holes: runs do not merge across them
+            continue
+        low = max(i * 100 + rng.choice([0, 0, 0, 0, -2_500, 1_500]), -1)
+        segments.append(entry(i * 10, i * 10 + 9, min_timestamp=low, max_ts=low + rng.randrange(0, 150), min_timestamp_exact=rng.random() > 0.08,
+                              object_key=keyspace.segment_key("orders", 3, i * 10, FileKind.LOG)))
+    registry.register_many(segments)
+    s3 = {"bucket": s3_bucket, "prefix": "tiered", "endpoint_url": s3_server.endpoint_url, "access_key_id": s3_server.access_key,
+          "secret_access_key": s3_server.secret_key, "region": s3_server.region}
+    http = TestClient(create_app(load_settings(clusters={cluster: {"redis_url": redis_server.url, "s3": s3}})), base_url=LOCAL_URL)
+    windows = [(0, 20_000), (-5_000, -4_000), (5_000, 5_050), (11_000, 11_500), (20_000, 30_000), *[(a, a + rng.randrange(0, 3_000)) for a in rng.sample(range(-3_000, 12_000), 12)]]
+    for low, high in windows:
+        body = http.get(f"/v1/clusters/{cluster}/topics/orders/partitions/3/time-ranges", params={"from_timestamp": low, "to_timestamp": high}).json()
+        runs, count, inexact = expected_time_ranges(segments, low, high)
+        assert [(r["first_offset"], r["last_offset"]) for r in body["pruned"]] == runs, (low, high)
+        assert body["pruned_segments"] == count and [s["first_offset"] for s in body["inexact"]] == inexact, (low, high)
 
 
 def test_layout_2_works_on_a_redis_cluster(redis_cluster: Any) -> None:

@@ -18,8 +18,10 @@ a NULL timestamp matches no range, as in Kafka's ListOffsets.
 
 Cost (issue 34): the segments before the first whose max timestamp reaches F are pruned by rule
 and read from the registry's time index alone (``ClusterSource.ranges_before_time``: no segment
-entry, a logarithmic lookup plus their short index members); only the segments from that one on are
-read as entries (``segments_from_time``), for the ``min_timestamp`` > T rule and ``inexact``.
+entry, a logarithmic lookup plus their short index members); so is the run of last segments whose
+exact min timestamps are all above T (``ranges_after_time``, read from the index's end). Only the
+segments between the two are read as entries (``segments_from_time``, stopped at that run), for the
+rules segment by segment and ``inexact``: what a reader of [F, T] reads anyway.
 
 Decision: the answer is what is *pruned* (``pruned``: each a maximal run of adjacent pruned
 segments' registered ranges [first_offset, last_offset], ``size`` their bytes), never what is
@@ -41,6 +43,7 @@ endpoint. F > T is 422 ``invalid_request``; a topic the token may not read, 403
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -75,6 +78,9 @@ def time_ranges(cluster: Cluster, topic: Topic, partition: PartitionId, from_tim
     body = TimeRanges(cluster=cluster.name, topic=topic, partition=partition, from_timestamp=from_timestamp, to_timestamp=to_timestamp)
     # the segments before the first reaching from_timestamp: all pruned, read from the time index (issue 34)
     before = cluster.ranges_before_time(topic, partition, from_timestamp)
+    # the last segments all stamped after to_timestamp: pruned too, from the index's end (issue 34)
+    after = cluster.ranges_after_time(topic, partition, to_timestamp)
+    after_first = after[0][0] if after else None
     rest = cluster.segments_from_time(topic, partition, from_timestamp)
     first_rest = next(rest, None)
     if not before and first_rest is None:
@@ -84,12 +90,18 @@ def time_ranges(cluster: Cluster, topic: Topic, partition: PartitionId, from_tim
     body.earliest_offset = before[0][0] if before else first_rest.first  # type: ignore[union-attr]
     for first, last, size in before:
         _add_pruned(body, first, last, size)
-    for segment in ([first_rest] if first_rest is not None else []) + list(rest):
+    for segment in itertools.chain([first_rest] if first_rest is not None else [], rest):
+        if after_first is not None and segment.first >= after_first:
+            break  # the run read from the index's end starts here
         if not pruned(segment, from_timestamp, to_timestamp):
             if not segment.min_timestamp_exact:
                 body.inexact.append(OffsetSpan(first_offset=segment.first, last_offset=segment.last_offset, size=segment.size))
             continue
         _add_pruned(body, segment.first, segment.last_offset, segment.size)
+    last_pruned = body.pruned[-1].last_offset if body.pruned else -1
+    for first, last, size in after:
+        if first > last_pruned:  # never counted twice (a registration between the reads)
+            _add_pruned(body, first, last, size)
     return body
 
 

@@ -22,6 +22,7 @@ in one hash slot; ``N`` below is the namespace, ``tk`` by default::
     N:{C/T-P}:gap-details          HASH  field = that member, value = JSON {"detected_ms": int, "reason": str}
     N:{C/T-P}:coverage             HASH  start_offset, observed_ms, next_offset, expired_until (below)
     N:{C/T-P}:times                ZSET  the time index (layout 2, below): member "{first:020d}:{last:020d}:{max_timestamp}:{size}",
+                                         then ":{min_timestamp}" when that is exact (min_timestamp_exact);
                                          score = running max of max_timestamp up to that segment, in offset order
     N:{C}:partitions               SET   members "T-P": partitions with entries (its own slot; may lag, below)
     N:{C}:partition-index          ZSET  members "{topic} {partition:010d}", score 0: the same partitions, ordered (layout 2)
@@ -100,7 +101,11 @@ Every request and every pass costs what it touches, not the cluster's history:
   (ties sort by member, i.e. by first offset) and the first member scored >= T is the first segment whose
   own ``max_timestamp`` >= T (Kafka's ListOffsets rule): :meth:`Registry.segment_at_time` is one
   ZRANGEBYSCORE, logarithmic. The members before it are the segments proven older than T
-  (:meth:`Registry.ranges_before_time`: offsets and sizes without reading an entry). Kept by the register
+  (:meth:`Registry.ranges_before_time`: offsets and sizes without reading an entry). Members end with the
+  segment's exact min timestamp, when it has one, so that the run of *last* segments whose records are all
+  newer than T is read from the end of the index without reading an entry either
+  (:meth:`Registry.ranges_after_time`: a time range's reader skips both runs; members written before the
+  min timestamp joined them end that run early, never wrongly). Kept by the register
   script (a segment registered out of order raises the scores after it that are lower) and the delete
   script (lowers the ones after it until one keeps its score). ``-1`` (unknown) counts as -1.
 - **Summaries** in the ``info`` hash, kept by the same scripts: ``records`` (records in the registered
@@ -203,6 +208,7 @@ from tiered_kafka.registry._layout import (
     partition_keys,
     segment_member,
     time_member,
+    time_member_of,
 )
 
 __all__ = [
@@ -214,6 +220,7 @@ __all__ = [
     "partition_index_key",
     "partition_index_member",
     "time_member",
+    "time_member_of",
     "parse_time_member",
     "MAX_OFFSET",
     "NO_OPEN_TXN",

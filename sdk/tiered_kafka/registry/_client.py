@@ -37,6 +37,7 @@ from tiered_kafka.registry._layout import (
     gap_member,
     partition_index_member,
     parse_gap_member,
+    time_member_tail,
     parse_segment_member,
 )
 
@@ -223,6 +224,7 @@ class Registry:
             str(entry.base_offset),
             str(entry.max_timestamp),
             str(max(entry.records_in_range, 0)),
+            time_member_tail(entry),
             *flat,
         ]
         return [keys.segments, keys.segment(entry.first), keys.info, keys.coverage, keys.times], args
@@ -495,6 +497,9 @@ class Registry:
 
     def ranges_before_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
         return self._paged.ranges_before_time(topic, partition, timestamp)
+
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        return self._paged.ranges_after_time(topic, partition, timestamp)
 
     def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
         return self._paged.segments_page(topic, partition, start, count)

@@ -58,7 +58,7 @@ _FILE_KIND_ORDER: Final = tuple(k.value for k in FileKind)  # log, index, timein
 _CHECKSUM_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*:\S+")
 _INT_RE: Final = re.compile(r"-?[0-9]+")
 _SEGMENT_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20})")
-_TIME_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20}):(-?[0-9]+):([0-9]+)")
+_TIME_MEMBER_RE: Final = re.compile(r"([0-9]{20}):([0-9]{20}):(-?[0-9]+):([0-9]+)(?::(-?[0-9]+))?")
 
 # -- pure layout: key names, members, field encoding ---------------------------------------------
 
@@ -186,19 +186,35 @@ def parse_partition_index_member(member: str | bytes, *, key: str | None = None)
     return topic, int(number)
 
 
-def time_member(first_offset: int, last_offset: int, max_timestamp: int, size: int) -> str:
+def time_member(first_offset: int, last_offset: int, max_timestamp: int, size: int, min_timestamp: int | None = None) -> str:
     """The time index (``times`` ZSET) member: ``{first:020d}:{last:020d}:{max_timestamp}:{size}``
-    (the segment member, then the segment's own max timestamp and its bytes)."""
-    return f"{segment_member(first_offset, last_offset)}:{max_timestamp}:{size}"
+    (the segment member, then the segment's own max timestamp and its bytes), then
+    ``:{min_timestamp}`` when the segment's min timestamp is exact (``min_timestamp_exact``: every
+    record decoded); without it (unknown, or members written before it) the segment is never proven
+    newer than a time (``Registry.ranges_after_time``)."""
+    tail = "" if min_timestamp is None else f":{min_timestamp}"
+    return f"{segment_member(first_offset, last_offset)}:{max_timestamp}:{size}{tail}"
 
 
-def parse_time_member(member: str | bytes, *, key: str | None = None) -> tuple[int, int, int, int]:
-    """(first_offset, last_offset, max_timestamp, size) of a time index member."""
+def time_member_of(entry: Any) -> str:
+    """:func:`time_member` of a ``SegmentEntry`` (its exact min timestamp, when it has one)."""
+    return time_member(entry.first, entry.last_offset, entry.max_timestamp, entry.size) + time_member_tail(entry)
+
+
+def time_member_tail(entry: Any) -> str:
+    """The end of a ``SegmentEntry``'s time index member (:func:`time_member`): ``:{min_timestamp}``
+    when its min timestamp is exact, else empty (what the register script appends)."""
+    return f":{entry.min_timestamp}" if entry.min_timestamp_exact else ""
+
+
+def parse_time_member(member: str | bytes, *, key: str | None = None) -> tuple[int, int, int, int, int | None]:
+    """(first_offset, last_offset, max_timestamp, size, exact min_timestamp or None) of a time index member."""
     text = _text(member)
     match = _TIME_MEMBER_RE.fullmatch(text)
     if match is None:
-        raise MalformedRegistryDataError(f"time index member {text!r} is not '{{first:020d}}:{{last:020d}}:{{max_timestamp}}:{{size}}'", key=key)
-    return int(match[1]), int(match[2]), int(match[3]), int(match[4])
+        raise MalformedRegistryDataError(
+            f"time index member {text!r} is not '{{first:020d}}:{{last:020d}}:{{max_timestamp}}:{{size}}[:{{min_timestamp}}]'", key=key)
+    return int(match[1]), int(match[2]), int(match[3]), int(match[4]), None if match[5] is None else int(match[5])
 
 
 def segment_member(first_offset: int, last_offset: int) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiered_kafka.registry._entries import SegmentEntry
 from tiered_kafka.registry._errors import RegistryUnavailableError
-from tiered_kafka.registry._layout import LAYOUT_VERSION, STORED_SEGMENT_FIELDS, _decode_mapping, _text, parse_segment_member, time_member
+from tiered_kafka.registry._layout import LAYOUT_VERSION, STORED_SEGMENT_FIELDS, _decode_mapping, _text, parse_segment_member, time_member_of
 
 if TYPE_CHECKING:
     from tiered_kafka.registry._client import Registry
@@ -99,7 +99,7 @@ def _migrate_partition(registry: Registry, topic: str, partition: int, batch: in
         for entry in entries:
             assert entry is not None
             running = entry.max_timestamp if running is None else max(running, entry.max_timestamp)
-            args += [str(running), time_member(entry.first, entry.last_offset, entry.max_timestamp, entry.size)]
+            args += [str(running), time_member_of(entry)]
         done = int(registry._write(registry._index, [keys.segments, keys.info, keys.times], args))
         if done >= 0:
             report.segments += done

@@ -5,6 +5,7 @@ over the same :class:`~tiered_kafka.registry._store.Store`; ``Registry`` hands t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tiered_kafka.registry._entries import PartitionInfo, PartitionSummary, SegmentEntry
 from tiered_kafka.registry._store import READ_ATTEMPTS as _READ_ATTEMPTS, Store, translated as _translated
@@ -22,6 +23,25 @@ from tiered_kafka.registry._layout import (
     partition_index_member,
 )
 
+
+
+_AFTER_PAGE = 16
+"""Time index members read at once from the end by ``ranges_after_time`` (growing fourfold a page)."""
+
+
+def _time_members(members: Sequence[Any], key: str) -> list[tuple[int, int, int, int, int | None]]:
+    """Parsed time index members (``parse_time_member``), split without a regex: thousands of them a call."""
+    out = []
+    for member in members:
+        parts = _text(member).split(":")
+        if len(parts) not in (4, 5) or len(parts[0]) != 20 or len(parts[1]) != 20:
+            parse_time_member(member, key=key)  # raises, naming the member
+        try:
+            out.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]) if len(parts) == 5 else None))
+        except ValueError:
+            parse_time_member(member, key=key)
+            raise
+    return out
 
 
 class PagedReads:
@@ -116,17 +136,36 @@ class PagedReads:
                     out.append((e.first, e.last_offset, e.size))
                 return out
             members = self._store.client.zrangebyscore(keys.times, "-inf", f"({timestamp}")
-        out = []
-        for member in members:  # "{first:020d}:{last:020d}:{max_timestamp}:{size}", split without a regex (thousands of them)
-            parts = _text(member).split(":")
-            if len(parts) != 4 or len(parts[0]) != 20 or len(parts[1]) != 20:
-                parse_time_member(member, key=keys.times)  # raises, naming the member
-            try:
-                out.append((int(parts[0]), int(parts[1]), int(parts[3])))
-            except ValueError:
-                parse_time_member(member, key=keys.times)
-                raise
-        return out
+        return [(first, last, size) for first, last, _, size, _ in _time_members(members, keys.times)]
+
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        """(first_offset, last_offset, size), by offset, of the longest run of the partition's *last*
+        segments whose records are all stamped after ``timestamp``: each one's min timestamp is exact
+        (``min_timestamp_exact``) and above it. Read from the time index's members backwards from the
+        end, in growing pages, up to the first segment not proven newer (members carry the exact min
+        timestamp: ``time_member``): it costs the run, never the partition's history. A partition not
+        migrated yet is read whole; members written before the min timestamp joined them end the run
+        (a shorter answer, never a wrong one)."""
+        keys = self._store.keys(topic, partition)
+        with _translated(f"segments after time {timestamp} of {topic}-{partition}"):
+            if _text(self._store.client.hget(keys.info, "layout") or "") != LAYOUT_VERSION:
+                run: list[tuple[int, int, int]] = []
+                for e in self._store.segments(topic, partition):
+                    run = run + [(e.first, e.last_offset, e.size)] if e.min_timestamp_exact and e.min_timestamp > timestamp else []
+                return run
+            out: list[tuple[int, int, int]] = []
+            start, page = 0, _AFTER_PAGE
+            while True:
+                members = self._store.client.zrevrange(keys.times, start, start + page - 1)
+                for first, last, _, size, min_ts in _time_members(members, keys.times):
+                    if out and last >= out[-1][0]:  # a registration at the end shifted the ranks: seen already
+                        continue
+                    if min_ts is None or min_ts <= timestamp:
+                        return out[::-1]
+                    out.append((first, last, size))
+                if len(members) < page:
+                    return out[::-1]
+                start, page = start + page, min(page * 4, 4096)
 
     def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
         """``count`` segments from the ``start``-th (by first offset, from 0): a page of a long

@@ -46,11 +46,12 @@ local function refresh(zkey, ikey, now)
 end
 """
 
-# insert_time(zkey, tkey, member, own, size): add the segment (already in the segments zset) to the time
-# index: score = the running max of max_timestamp up to it in offset order; later entries whose
-# score is below that are raised to it (module doc of the package, "Time index")
+# insert_time(zkey, tkey, member, own, size, tail): add the segment (already in the segments zset) to the
+# time index: score = the running max of max_timestamp up to it in offset order; later entries whose
+# score is below that are raised to it (module doc of the package, "Time index"). ``tail`` ends the
+# member: ':{min_timestamp}' when that is exact, else '' (``time_member``)
 _LUA_TIME_INSERT = """
-local function insert_time(zkey, tkey, member, own, size)
+local function insert_time(zkey, tkey, member, own, size, tail)
   local rank = redis.call('ZRANK', zkey, member)
   local run = tonumber(own)
   if rank > 0 then
@@ -67,7 +68,7 @@ local function insert_time(zkey, tkey, member, own, size)
   end
   local score = string.format('%.0f', run)
   for _, m in ipairs(raised) do redis.call('ZADD', tkey, score, m) end
-  redis.call('ZADD', tkey, score, member .. ':' .. own .. ':' .. size)
+  redis.call('ZADD', tkey, score, member .. ':' .. own .. ':' .. size .. tail)
 end
 """
 
@@ -103,7 +104,7 @@ end
 
 # KEYS: segments zset, segment hash (by first offset), info hash, coverage hash, time index zset.
 # ARGV: member, first, last, size, checksum, now_ms, last + 1, base, max_timestamp, records in range (>= 0),
-#       field1, value1, ...  (all strings)
+#       the time index member's tail (':{exact min_timestamp}' or ''), field1, value1, ...  (all strings)
 # Same first offset: a no-op when last, checksum, size and base offset are the same, else a conflict.
 # Returns {'registered'} | {'noop'} | {'conflict', member, hash field/values...} | {'overlap', member}
 _REGISTER_LUA = (
@@ -135,13 +136,13 @@ local fresh = redis.call('ZCARD', zkey) == 0
 local indexed = fresh or redis.call('HGET', ikey, 'layout') == '2'
 redis.call('ZADD', zkey, base, member)
 redis.call('DEL', hkey)
-redis.call('HSET', hkey, unpack(ARGV, 11))
+redis.call('HSET', hkey, unpack(ARGV, 12))
 if indexed then
   if fresh then
     redis.call('DEL', tkey)
     redis.call('HSET', ikey, 'layout', '2', 'records', '0')
   end
-  insert_time(zkey, tkey, member, ARGV[9], size)
+  insert_time(zkey, tkey, member, ARGV[9], size, ARGV[11])
   redis.call('HINCRBY', ikey, 'records', ARGV[10])
 end
 refresh(zkey, ikey, now)

@@ -143,6 +143,12 @@ class FakeRegistry:
             out.append((e.first, e.last_offset, e.size))
         return out
 
+    def ranges_after_time(self, topic: str, partition: int, timestamp: int) -> list[tuple[int, int, int]]:
+        run: list[tuple[int, int, int]] = []
+        for e in self._of(topic, partition):
+            run = run + [(e.first, e.last_offset, e.size)] if e.min_timestamp_exact and e.min_timestamp > timestamp else []
+        return run
+
     def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
         return self._of(topic, partition)[start : start + count]
 
