@@ -4,27 +4,32 @@ On the package's ZooKeeper-mode Kafka 3.9 broker (``conftest.seed``), Pinterest'
 uploads the first part of topic ``handover``'s history with settings of its own (prefix ``pinterest-archive``,
 5 bits of prefix entropy, cluster ``migrating``); DeleteRecords then has the broker's retention delete its
 oldest segments (only Pinterest's objects hold them now), and the uploader is stopped. Then, as the README's
-migration steps say: ``tiered-kafka-agent adopt --dry-run`` (writes nothing), ``adopt`` SIGKILLed after its
-first segment's batch index and before its registration, ``adopt`` again (completes), our agent on the same
-keyspace, SIGKILLed during its first upload (after the ``.log``, before the indexes and registration) while
-producers keep writing, our agent again; retention deletes more from the broker. Every reader then reads the
-partition, Pinterest's segments first and ours after them: each offset once, byte for byte what a plain
-consumer read from the broker before retention.
+migration steps say, while a producer keeps writing: ``tiered-kafka-agent adopt --dry-run`` (writes nothing),
+``adopt`` SIGKILLed mid-way (two segments registered, the third's batch index written and not registered),
+retention deleting more of their segments from the broker, ``adopt`` again (completes the rest), once more
+(nothing to do); their offset.wm set back to a segment the broker no longer has (it can go backwards), our
+agent on the same keyspace, SIGKILLed during its first upload (after the ``.log``, before the indexes and
+registration) while producers keep writing, our agent again; retention deletes more from the broker. Every
+reader then reads the partition, Pinterest's segments first and ours after them: each offset once, byte for
+byte what a plain consumer read from the broker before retention (KAFKA_ONLY, which reads Kafka alone, what
+Kafka still holds, after the error message naming what it passes).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 import redis
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from tests.integration.pinterest.conftest import Kept, SeedTopic, produce_seed, read_back
 from tests.support.agent_env import AgentProcess, agent_settings, delete_records, only_topics, registry_for, rotated_bases, settings_properties, wait_for
@@ -32,7 +37,7 @@ from tests.support.kafka_clients import create_topic
 from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
 from tiered_kafka.consumer import TieredConsumer
-from tiered_kafka.format.checkpoints import format_offset_wm
+from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
@@ -59,6 +64,7 @@ class Handover:
     theirs: list[int]  # base offsets of the segments Pinterest's uploader wrote
     end: int  # offsets [0, end) are in remote storage
     records: list[Kept]  # offsets [0, end), read by confluent-kafka from the broker before retention deleted any
+    log_start: int  # the broker's log start at the end: offsets below it are in remote storage only
     gateway_url: str
     bootstrap: str
 
@@ -134,30 +140,54 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     config = root / "agent.properties"
     config.write_text(settings_properties(settings))
 
-    # 2. adopt: a dry run writes nothing; a run (the command) killed before its first registration; a run that
-    # completes; one more, which finds everything registered (in-process: the command's function, to save starts)
+    # 2. adopt, while a producer writes: a dry run writes nothing; a run (the command) killed mid-way, after two
+    # registrations and the third segment's batch index; retention deletes more of their segments from the broker;
+    # a run that completes; one more, which finds everything registered (in-process: the command's function)
+    producing_errors: list[BaseException] = []
+
+    def producing() -> None:
+        try:
+            produce_seed(bootstrap, topic=TOPIC, group=50)
+        except BaseException as err:  # noqa: BLE001 - raised again by the test's thread
+            producing_errors.append(err)
+
+    producer = threading.Thread(target=producing, name="producing-during-adoption")
+    producer.start()
     store = Agent(settings).store
     dry = _adopt_here(store, registry, settings, dry_run=True)
     assert dry.count("would register") == len(theirs) and dry.startswith(f"{len(theirs)} segment(s) without tk-* metadata"), dry
     assert _objects(s3, bucket) == theirs_before and registry.segments(TOPIC, 0) == []
-    killed = _adopt(config, crash_at="adopt_before_register")
+    killed = _adopt(config, crash_at="adopt_before_register@3")
     assert killed.returncode == -9, killed.stdout + killed.stderr
-    assert registry.segments(TOPIC, 0) == []
+    assert "adopt: segments [" in killed.stderr, killed.stderr  # the progress bar
+    assert [e.base_offset for e in registry.segments(TOPIC, 0)] == theirs[:2], killed.stdout
+    assert keyspace.segment_key(TOPIC, 0, theirs[2], FileKind.BATCHINDEX) in _objects(s3, bucket)  # written, not registered
+    delete_records(bootstrap, TOPIC, theirs[3])
+    wait_for(lambda: min(rotated_bases(directory) or [0]) >= theirs[3], timeout_s=60, what="the broker's retention to delete their third segment")
     done = _adopt_here(store, registry, settings)
-    assert f"adopted: {len(theirs)} registered" in done, done
+    assert f"adopted: {len(theirs) - 2} registered, 2 registered already" in done, done
     adopted = registry.segments(TOPIC, 0)
     assert [(e.base_offset, e.first, e.object_key) for e in adopted] == [(b, b, keyspace.segment_key(TOPIC, 0, b, FileKind.LOG)) for b in theirs]
     assert [e.next_offset for e in adopted] == [*theirs[1:], their_end] and registry.gaps(TOPIC, 0) == []
     assert sum(e.record_count for e in adopted) == len(reference) and all(e.leader_epoch >= 0 and "batchindex" in e.files for e in adopted)
+    for e in adopted:  # each entry what the object and the records say
+        held = [r for r in reference if e.first <= r.offset < e.next_offset]
+        assert (e.record_count, e.min_timestamp, e.max_timestamp) == (len(held), min(r.timestamp for r in held), max(r.timestamp for r in held))
+        body = s3.get_object(Bucket=bucket, Key=e.object_key)["Body"].read()
+        assert (e.checksum, e.size) == (f"crc32c:{crc32c.crc32c(body):08x}", len(body))
     again = _adopt_here(store, registry, settings)
     assert len([line for line in again.splitlines() if line.endswith("registered already")]) == len(theirs), again
+    producer.join(300)
+    assert not producer.is_alive() and not producing_errors, producing_errors
     after_adoption = _objects(s3, bucket)
     assert {k: v for k, v in after_adoption.items() if k in theirs_before} == theirs_before  # nothing of theirs rewritten
     assert sorted(set(after_adoption) - set(theirs_before)) == sorted(
         [keyspace.segment_key(TOPIC, 0, b, FileKind.BATCHINDEX) for b in theirs] + [keyspace.coverage_start_key(TOPIC, 0)]
     )
 
-    # 3. the hand-over: our agent, SIGKILLed after its first .log, while producers keep writing; then again
+    # 3. the hand-over: their offset.wm gone backwards (it is written per segment, unordered) to a segment the broker
+    # no longer has; our agent, SIGKILLed after its first .log, while producers keep writing; then again
+    s3.put_object(Bucket=bucket, Key=keyspace.offset_wm_key(TOPIC, 0), Body=format_offset_wm(theirs[1]))
     crashed = AgentProcess(settings, root / "crashing.properties", crash_at="after_log")
     try:
         produce_seed(bootstrap, topic=TOPIC, group=50)
@@ -181,8 +211,9 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
         k: v for k, v in theirs_before.items() if not k.endswith("offset.wm")
     }
     assert registry.gaps(TOPIC, 0) == []
+    assert parse_offset_wm(s3.get_object(Bucket=bucket, Key=keyspace.offset_wm_key(TOPIC, 0))["Body"].read()) >= their_end  # ours now
     with gateway_server(settings, s3_server, bootstrap) as url:
-        yield Handover(settings, bucket, keyspace, theirs, end, records, url, bootstrap)
+        yield Handover(settings, bucket, keyspace, theirs, end, records, ours[1], url, bootstrap)
 
 
 def test_the_registry_holds_their_segments_then_ours_in_order_and_a_rebuild_restores_it(handover: Handover) -> None:
@@ -207,26 +238,40 @@ def test_the_gateway_and_the_bulk_api_serve_every_offset_once(handover: Handover
     assert got == handover.records
 
 
-@pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_PREFERRED"])
+@pytest.mark.parametrize("mode", ["REMOTE_ONLY", "REMOTE_PREFERRED", "KAFKA_PREFERRED", "KAFKA_ONLY"])
 def test_tiered_consumer_reads_every_offset_once_in_each_mode(handover: Handover, mode: str) -> None:
+    """Every offset once from 0 in the modes that read remote storage. KAFKA_ONLY reads Kafka alone, which no
+    longer holds offsets below its log start (Pinterest's segments and our first): as the SDK's rules say
+    (``tiered_kafka.modes``), auto.offset.reset=earliest moves it forward to the log start with one
+    OFFSET_OUT_OF_RANGE error message naming the offsets remote storage holds there (never passed silently),
+    then every offset Kafka holds once."""
     consumer = TieredConsumer({
         "bootstrap.servers": handover.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "tiered.mode": mode, "tiered.gateway.url": handover.gateway_url, "tiered.cluster": CLUSTER,
+        "tiered.mode": mode, "tiered.gateway.url": handover.gateway_url, "tiered.cluster": CLUSTER, "auto.offset.reset": "earliest",
     })  # fmt: skip
     got: list[Kept] = []
+    errors: list[Any] = []
     try:
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         for _ in range(240):
             if got and got[-1].offset >= handover.end - 1:
                 break
             for m in consumer.consume(500, 0.5):
-                assert m.error() is None, m.error()
+                if m.error() is not None:
+                    errors.append(m.error())
+                    continue
                 got.append(Kept(m.offset(), m.timestamp()[1], m.key(), m.value(), tuple(m.headers() or ())))
     finally:
         consumer.close()
     got = [k for k in got if k.offset < handover.end]
-    assert [k.offset for k in got] == list(range(handover.end))
-    assert got == handover.records
+    first = handover.log_start if mode == "KAFKA_ONLY" else 0
+    if mode == "KAFKA_ONLY":
+        assert [e.code() for e in errors] == [KafkaError.OFFSET_OUT_OF_RANGE], [str(e) for e in errors]
+        assert f"offsets 0..{first - 1} are skipped" in errors[0].str() and f"remote storage holds 0..{first - 1}" in errors[0].str(), errors[0].str()
+    else:
+        assert errors == [], [str(e) for e in errors]
+    assert [k.offset for k in got] == list(range(first, handover.end))
+    assert got == handover.records[first:]
 
 
 def test_spark_reads_every_offset_once(handover: Handover, spark: Any) -> None:
@@ -309,6 +354,7 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
         out = _adopt_here(Agent(settings).store, registry, settings)
         assert [e.base_offset for e in registry.segments(topic, 0)] == bases[:1] and "left to the agent" in out, out
     caplog.set_level(logging.INFO, logger="tiered_kafka_agent")
+    caplog.set_level(logging.DEBUG, logger="tiered_kafka_agent.partition_uploader")  # every try at the conflicting segment
     with Agent(settings) as agent:
         wait_for(lambda: [e.base_offset for e in registry.segments(topic, 0)] == bases[:2], timeout_s=60, what="segments 0 and 1 registered")
         for _ in range(100):  # filesystem events: they must not cut the backoff short
@@ -325,6 +371,8 @@ def test_their_objects_under_our_keys_same_bytes_kept_other_bytes_reported_once_
     assert s3.head_object(Bucket=s3_bucket, Key=ours.segment_key(topic, 0, bases[1], FileKind.LOG))["Metadata"]["tk-checksum"] == entries[1].checksum
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR and "another uploader" in r.getMessage()]
     assert len(errors) == 1 and failures == 1, errors
+    tries = [r for r in caplog.records if r.name == "tiered_kafka_agent.partition_uploader" and "was written by another uploader" in r.getMessage()]
+    assert 2 <= len(tries) <= 5, [r.getMessage()[:120] for r in tries]  # tried again after 2 s, 4 s...: a tight loop tries hundreds of times
     assert ours.segment_key(topic, 0, bases[2], FileKind.LOG) in errors[0] and f"{bases[2]:020d}.log" in errors[0], errors[0]
     assert not [r for r in caplog.records if "ObjectKeyTakenError" in r.getMessage() or "holds another upload" in r.getMessage()]
 
