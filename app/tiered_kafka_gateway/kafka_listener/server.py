@@ -171,7 +171,7 @@ class Listener:
         ctx.metrics.requests.labels(ctx.name, header.name).inc()
         try:
             if header.api_key in GROUP_APIS:
-                forwarded = await groups.forward(ctx, header, data, state.group_conns, state.coordinators)
+                forwarded = await groups.forward(ctx, header, data, state.group_conns, state.coordinators, state.access)
                 if forwarded is None:
                     self._refused("coordinator", f"{header.name}: Kafka's group coordinator unreachable")
                     return None

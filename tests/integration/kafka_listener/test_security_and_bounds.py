@@ -73,15 +73,21 @@ def test_sasl_tokens_and_topic_scopes(tiered: ListenerStack, s3_server: Any) -> 
             plain.close()
 
 
-async def fetch_and_list(address: str, token: str, topic: str) -> tuple[int, int]:
-    """SASL/PLAIN with ``token``, then Fetch v12 and ListOffsets v7 of ``topic`` partition 0: their partition error codes."""
+async def sasl_connection(address: str, token: str) -> Connection:
+    """A raw connection to the listener, authenticated by SASL/PLAIN with ``token``."""
     host, port = address.split(":")
     conn = await Connection.open(host, int(port))
+    handshake = await conn.request(17, "SaslHandshake", 1, {"Mechanism": "PLAIN"})
+    assert handshake["ErrorCode"] == 0
+    authenticated = await conn.request(36, "SaslAuthenticate", 2, {"AuthBytes": b"\x00reader\x00" + token.encode()})
+    assert authenticated["ErrorCode"] == 0
+    return conn
+
+
+async def fetch_and_list(address: str, token: str, topic: str) -> tuple[int, int]:
+    """SASL/PLAIN with ``token``, then Fetch v12 and ListOffsets v7 of ``topic`` partition 0: their partition error codes."""
+    conn = await sasl_connection(address, token)
     try:
-        handshake = await conn.request(17, "SaslHandshake", 1, {"Mechanism": "PLAIN"})
-        assert handshake["ErrorCode"] == 0
-        authenticated = await conn.request(36, "SaslAuthenticate", 2, {"AuthBytes": b"\x00reader\x00" + token.encode()})
-        assert authenticated["ErrorCode"] == 0
         fetched = await conn.request(1, "Fetch", 12, {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 0, "MaxBytes": 1 << 20, "SessionEpoch": -1,
                                                       "Topics": [{"Topic": topic, "Partitions": [{"Partition": 0, "FetchOffset": 0, "PartitionMaxBytes": 1 << 20}]}],
                                                       "ForgottenTopicsData": []})
@@ -89,6 +95,54 @@ async def fetch_and_list(address: str, token: str, topic: str) -> tuple[int, int
         return fetched["Responses"][0]["Partitions"][0]["ErrorCode"], listed["Topics"][0]["Partitions"][0]["ErrorCode"]
     finally:
         conn.close()
+
+
+async def group_requests(address: str, token: str, group: str, hidden: str) -> dict[str, Any]:
+    """Through the listener with ``token`` (scoped to TOPIC): OffsetCommit v8 of TOPIC and ``hidden``, OffsetFetch v8
+    of the group's every topic and of both by name, a KIP-848 heartbeat subscribing to ``hidden``."""
+    conn = await sasl_connection(address, token)
+
+    def partition0(offset: int) -> list[dict[str, Any]]:
+        return [{"PartitionIndex": 0, "CommittedOffset": offset, "CommittedLeaderEpoch": -1, "CommittedMetadata": ""}]
+
+    def offsets(answer: dict[str, Any]) -> dict[tuple[str, int], tuple[int, int]]:
+        (found,) = answer["Groups"]
+        return {(t["Name"], p["PartitionIndex"]): (p["CommittedOffset"], p["ErrorCode"]) for t in found["Topics"] for p in t["Partitions"]}
+
+    try:
+        committed = await conn.request(8, "OffsetCommit", 8, {"GroupId": group, "GenerationIdOrMemberEpoch": -1, "MemberId": "", "GroupInstanceId": None,
+                                                              "Topics": [{"Name": TOPIC, "Partitions": partition0(5)}, {"Name": hidden, "Partitions": partition0(7)}]})
+        every = await conn.request(9, "OffsetFetch", 8, {"Groups": [{"GroupId": group, "Topics": None}], "RequireStable": False})
+        named = await conn.request(9, "OffsetFetch", 8, {"Groups": [{"GroupId": group, "Topics": [{"Name": TOPIC, "PartitionIndexes": [0]},
+                                                                                                 {"Name": hidden, "PartitionIndexes": [0]}]}],
+                                                         "RequireStable": False})
+        heartbeat = await conn.request(68, "ConsumerGroupHeartbeat", 0, {"GroupId": f"{group}-848", "MemberId": uuid.uuid4().hex, "MemberEpoch": 0,
+                                                                         "RebalanceTimeoutMs": 30_000, "SubscribedTopicNames": [hidden], "TopicPartitions": []})
+        return {"commit": {(t["Name"], p["PartitionIndex"]): p["ErrorCode"] for t in committed["Topics"] for p in t["Partitions"]},
+                "every": offsets(every), "named": offsets(named), "heartbeat": heartbeat["ErrorCode"]}
+    finally:
+        conn.close()
+
+
+def test_group_requests_keep_to_the_token_scope(tiered: ListenerStack, s3_server: Any) -> None:
+    """A read token commits no offset of a topic outside its scope, sees none, and subscribes to none by name."""
+    hidden = f"hidden-{uuid.uuid4().hex[:6]}"
+    create_tiered_topic(tiered.stack, hidden, 1)
+    group = f"scoped-{uuid.uuid4().hex[:6]}"
+    direct = Consumer({"bootstrap.servers": tiered.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        direct.commit(offsets=[TopicPartition(hidden, 0, 3)], asynchronous=False)  # Kafka's own: the listener must neither move nor show it
+        auth = {"enabled": True, "tokens": {TOKEN: [TOPIC]}}
+        with another_listener(tiered, s3_server, {"auth": auth}) as address:
+            got = asyncio.run(group_requests(address, TOKEN, group, hidden))
+        assert got["commit"] == {(TOPIC, 0): 0, (hidden, 0): KafkaError.TOPIC_AUTHORIZATION_FAILED}
+        assert got["every"] == {(TOPIC, 0): (5, 0)}
+        assert got["named"] == {(TOPIC, 0): (5, 0), (hidden, 0): (-1, KafkaError.TOPIC_AUTHORIZATION_FAILED)}
+        assert got["heartbeat"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        committed = direct.committed([TopicPartition(TOPIC, 0), TopicPartition(hidden, 0)], timeout=10)
+        assert {tp.topic: tp.offset for tp in committed} == {TOPIC: 5, hidden: 3}
+    finally:
+        direct.close()
 
 
 def frame(api_key: int, version: int, body: bytes = b"", correlation_id: int = 7) -> bytes:

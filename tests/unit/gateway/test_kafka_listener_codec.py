@@ -95,3 +95,46 @@ def test_split_takes_whole_batches_within_the_limit_and_below_the_stop() -> None
     ahead = ReadAhead(capacity=2 * len(data))
     ahead.put("t", 0, 10, data[len(batches[0]):])
     assert ahead.take("t", 0, 11) is None and ahead.take("t", 0, 10) is not None and ahead.size == 0
+
+
+def test_a_token_scope_narrows_group_requests() -> None:
+    """groups.scoped: an OffsetCommit forwards only the topics the token may read, the others answered
+    TOPIC_AUTHORIZATION_FAILED; an OffsetFetch's answer hides or refuses them; a KIP-848 subscription by name to
+    one is refused without reaching Kafka; a token reading everything changes nothing."""
+    import re
+
+    from tiered_kafka_gateway.kafka_listener.groups import scoped
+    from tiered_kafka_gateway.tokens import Access
+
+    access = Access((re.compile("seen"),))
+
+    def request(key: int, version: int, body: dict) -> tuple:
+        frame = request_frame(key, version, 9, "c", encode({8: "OffsetCommit", 9: "OffsetFetch", 68: "ConsumerGroupHeartbeat"}[key] + "Request", version, body))[4:]
+        return parse_header(frame), frame
+
+    part = [{"PartitionIndex": 0, "CommittedOffset": 5}]
+    header, frame = request(8, 8, {"GroupId": "g", "Topics": [{"Name": "seen", "Partitions": part}, {"Name": "hidden", "Partitions": part}]})
+    body = decode("OffsetCommitRequest", 8, frame, header.body_offset)[0]
+    assert scoped(header, frame, body, Access(None)).frame is frame
+    scope = scoped(header, frame, body, access)
+    assert parse_header(scope.frame).correlation_id == 9
+    assert [t["Name"] for t in decode("OffsetCommitRequest", 8, scope.frame, header.body_offset)[0]["Topics"]] == ["seen"]
+    fixed = scope.fix({"ThrottleTimeMs": 0, "Topics": [{"Name": "seen", "Partitions": [{"PartitionIndex": 0, "ErrorCode": 0}]}]})
+    assert [(t["Name"], t["Partitions"][0]["ErrorCode"]) for t in fixed["Topics"]] == [("seen", 0), ("hidden", 29)]
+    header, frame = request(8, 8, {"GroupId": "g", "Topics": [{"Name": "hidden", "Partitions": part}]})
+    only_hidden = scoped(header, frame, decode("OffsetCommitRequest", 8, frame, header.body_offset)[0], access)
+    assert only_hidden.frame is None and only_hidden.answer["Topics"][0]["Partitions"][0]["ErrorCode"] == 29
+
+    answer = {"Groups": [{"GroupId": "g", "ErrorCode": 0, "Topics": [
+        {"Name": n, "Partitions": [{"PartitionIndex": 0, "CommittedOffset": 5, "CommittedLeaderEpoch": -1, "Metadata": "", "ErrorCode": 0}]}
+        for n in ("seen", "hidden")]}]}
+    for topics, expected in ((None, [("seen", 5, 0)]), ([{"Name": "seen", "PartitionIndexes": [0]}, {"Name": "hidden", "PartitionIndexes": [0]}],
+                                                          [("seen", 5, 0), ("hidden", -1, 29)])):
+        header, frame = request(9, 8, {"Groups": [{"GroupId": "g", "Topics": topics}]})
+        scope = scoped(header, frame, decode("OffsetFetchRequest", 8, frame, header.body_offset)[0], access)
+        shown = scope.fix(answer)["Groups"][0]["Topics"]
+        assert [(t["Name"], t["Partitions"][0]["CommittedOffset"], t["Partitions"][0]["ErrorCode"]) for t in shown] == expected
+
+    header, frame = request(68, 0, {"GroupId": "g", "MemberId": "m", "SubscribedTopicNames": ["seen", "hidden"], "TopicPartitions": []})
+    refused = scoped(header, frame, decode("ConsumerGroupHeartbeatRequest", 0, frame, header.body_offset)[0], access)
+    assert refused.frame is None and refused.answer["ErrorCode"] == 29
