@@ -2,10 +2,13 @@
 
 Topic ``history``: PARTITIONS partitions of records written in three runs, uncompressed, lz4 and
 zstd (``PRODUCED``: keys, values, headers, CreateTime timestamps; every 11th key and every 13th
-value null), in 100 kB segments; the agent uploaded the rotated ones and the broker's size-based
-retention then deleted the oldest, so each partition's first offsets exist only in S3, the middle
-in both tiers, the active segment only in Kafka. The tests read it through the listener with real
-clients and compare every record from offset 0 with what was produced.
+value null), in 100 kB segments. Kafka's own answer, read before retention, is ``PRODUCED`` record
+for record (checked here, so a test comparing with ``PRODUCED`` compares with what Kafka served). The
+agent uploaded the rotated segments, then the broker's size-based retention (``retention.bytes`` set
+to what the newer segments hold) deleted every segment below each partition's middle offset: each
+partition's older half exists only in S3, the rest up to the active segment in both tiers, the active
+segment only in Kafka. The tests read it through the listener with real clients and compare every
+record from offset 0 with what was produced.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from tests.support.stack_env import TieredStack, create_tiered_topic, own_tiered_stack
 from tiered_kafka_dev.services._process import free_ports
@@ -79,6 +83,44 @@ def produce_history(bootstrap: str) -> None:
     assert not errors, errors[:3]
 
 
+def kafka_served(bootstrap: str) -> dict[int, list[Rec]]:
+    """Every record of the topic as Kafka itself serves it (confluent-kafka), offsets checked contiguous from 0."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "before-retention", "enable.auto.commit": False, "enable.partition.eof": True})
+    got: dict[int, list[Rec]] = {p: [] for p in range(PARTITIONS)}
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        ended: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(ended) < PARTITIONS:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    ended.add(m.partition())
+                    continue
+                assert m.offset() == len(got[m.partition()]), (m.partition(), m.offset())
+                headers = tuple((k, v if v is not None else b"") for k, v in (m.headers() or []))
+                got[m.partition()].append(Rec(m.key(), m.value(), headers, m.timestamp()[1]))
+    finally:
+        consumer.close()
+    return got
+
+
+def newer_half_bytes(stack: TieredStack, partition: int) -> int:
+    """Bytes of the partition's segments whose base offset is at or past its middle offset: as
+    ``retention.bytes``, Kafka keeps those and deletes every older segment."""
+    middle = len(PRODUCED[partition]) // 2
+    segments = (stack.log_dir / f"{TOPIC}-{partition}").glob("*.log")
+    return sum(f.stat().st_size for f in segments if int(f.stem) >= middle)
+
+
+def set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])]).values():
+        future.result(timeout=30)
+
+
 def listener_settings(stack: TieredStack, s3_server: Any, **listener: Any) -> Any:
     settings = gateway_settings(stack.agent, s3_server, stack.bootstrap, cache={"segment_ttl_s": 0})
     cluster = settings.clusters[stack.cluster]
@@ -89,10 +131,13 @@ def listener_settings(stack: TieredStack, s3_server: Any, **listener: Any) -> An
 @pytest.fixture(scope="package")
 def tiered(tmp_path_factory: pytest.TempPathFactory, redis_server: Any, s3_server: Any) -> Iterator[ListenerStack]:
     with own_tiered_stack(tmp_path_factory.mktemp("listener-stack"), redis_server, s3_server, "listener") as stack:
-        create_tiered_topic(stack, TOPIC, PARTITIONS, retention_bytes=250_000)
+        create_tiered_topic(stack, TOPIC, PARTITIONS)
         produce_history(stack.bootstrap)
+        assert kafka_served(stack.bootstrap) == PRODUCED  # what Kafka serves before retention
         stack.wait_uploaded(TOPIC, PARTITIONS)
+        set_topic_config(stack.bootstrap, TOPIC, "retention.bytes", str(min(newer_half_bytes(stack, p) for p in range(PARTITIONS))))
         log_start = stack.wait_retention(TOPIC, PARTITIONS)
+        assert all(len(PRODUCED[p]) // 2 <= log_start[p] < len(PRODUCED[p]) for p in range(PARTITIONS)), log_start  # the older half: S3 only
         settings = listener_settings(stack, s3_server)
         server = GatewayServer(settings, free_ports(1)[0])
         try:
