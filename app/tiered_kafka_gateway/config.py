@@ -93,9 +93,31 @@ log = logging.getLogger(__name__)
 ENV_PREFIX = "TIERED_KAFKA_GATEWAY_"
 MIB = 1024 * 1024
 CLUSTER_NAME = r"[A-Za-z0-9._-]{1,128}"
-#: librdkafka's security settings a cluster's ``kafka_security`` may pass to the gateway's consumers
-KAFKA_SECURITY_KEYS = frozenset({"security.protocol", "enable.ssl.certificate.verification"})
-KAFKA_SECURITY_PREFIXES = ("sasl.", "ssl.")
+#: librdkafka's security settings a cluster's ``kafka_security`` may pass to the gateway's consumers:
+#: every ``sasl.*`` and ``ssl.*`` property of librdkafka 2.x (its CONFIGURATION.md) that a file can set
+#: (callbacks left out). Exact names, not prefixes, so that a typo (``sasl.usrname``) stops startup
+#: rather than a consumer's first request (issue 36); tests/unit/gateway/test_review_findings.py checks
+#: that the installed librdkafka knows each one.
+KAFKA_SECURITY_KEYS = frozenset({
+    "security.protocol", "enable.ssl.certificate.verification",
+    "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password", "sasl.jaas.config",
+    "sasl.kerberos.service.name", "sasl.kerberos.principal", "sasl.kerberos.kinit.cmd", "sasl.kerberos.keytab",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.oauthbearer.config", "sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.grant.type", "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.metadata.authentication.type",
+    "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.algorithm", "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.assertion.private.key.passphrase", "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.assertion.file", "sasl.oauthbearer.assertion.claim.aud", "sasl.oauthbearer.assertion.claim.exp.seconds",
+    "sasl.oauthbearer.assertion.claim.iss", "sasl.oauthbearer.assertion.claim.jti.include",
+    "sasl.oauthbearer.assertion.claim.nbf.seconds", "sasl.oauthbearer.assertion.claim.sub",
+    "sasl.oauthbearer.assertion.jwt.template.file",
+    "ssl.cipher.suites", "ssl.curves.list", "ssl.sigalgs.list", "ssl.key.location", "ssl.key.password", "ssl.key.pem",
+    "ssl.certificate.location", "ssl.certificate.pem", "ssl.ca.location", "ssl.ca.pem", "ssl.ca.certificate.stores",
+    "ssl.crl.location", "ssl.keystore.location", "ssl.keystore.password", "ssl.providers", "ssl.engine.location",
+    "ssl.engine.id", "ssl.endpoint.identification.algorithm", "ssl.truststore.location",
+})
 
 
 class RsmSettings(BaseModel):
@@ -155,9 +177,10 @@ class ClusterSettings(BaseModel):
         booleans and numbers as librdkafka's strings. The message names keys, never values."""
         if not isinstance(values, dict):
             return values  # pydantic names the type error (without the input: describe_validation_error)
-        other = sorted(k for k in values if k not in KAFKA_SECURITY_KEYS and not str(k).startswith(KAFKA_SECURITY_PREFIXES))
+        other = sorted(str(k) for k in values if k not in KAFKA_SECURITY_KEYS)
         if other:
-            raise ValueError(f"only security.protocol, enable.ssl.certificate.verification, sasl.* and ssl.* may be set, not {', '.join(other)}")
+            raise ValueError(f"only librdkafka's security properties (security.protocol, sasl.*, ssl.*; names as in its "
+                             f"CONFIGURATION.md) may be set, not {', '.join(other)}")
         return {k: (str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, int | float) else v) for k, v in values.items()}
 
     def __repr_args__(self) -> Any:

@@ -143,6 +143,8 @@ def test_no_secret_in_the_settings_repr_or_dump_nor_a_presigned_url_in_a_plan_re
     ("section", "where"),
     [
         ({"clusters": {"c1": {**UNREACHABLE, "kafka_securty": {"sasl.password": "x"}}}}, "kafka_securty"),
+        ({"clusters": {"c1": {**UNREACHABLE, "kafka_security": {"sasl.usrname": "u", "sasl.password": "x"}}}}, "sasl.usrname"),
+        ({"clusters": {"c1": {**UNREACHABLE, "kafka_security": {"ssl.ca.locaton": "/ca.pem"}}}}, "ssl.ca.locaton"),
         ({"clusters": {"c1": {**UNREACHABLE, "s3": {"bucket": "b", "secret_key": "x"}}}}, "secret_key"),
         ({"clusters": {"c1": UNREACHABLE}, "cache": {"index_byte": 4096}}, "index_byte"),
         ({"clusters": {"c1": UNREACHABLE}, "auth": {"enabled": True, "token": {SCOPED: ["t"]}}}, "token"),
@@ -158,6 +160,25 @@ def test_an_unknown_key_in_any_section_is_refused_naming_it(section: dict, where
     with pytest.raises(ConfigError, match=where) as refused:
         load_settings(config)
     assert "x" not in str(refused.value).split(":")[-1] or "Extra inputs" in str(refused.value)
+
+
+def test_every_kafka_security_key_accepted_is_a_property_the_installed_librdkafka_knows() -> None:
+    """The exact list (``config.KAFKA_SECURITY_KEYS``) stays librdkafka's: each name is known to the
+    installed library (a bad value may be refused; an unknown name is "No such configuration property")."""
+    import confluent_kafka
+
+    from tiered_kafka_gateway.config import KAFKA_SECURITY_KEYS
+
+    unknown = []
+    for key in sorted(KAFKA_SECURITY_KEYS):
+        try:
+            confluent_kafka.Consumer({"group.id": "g", "bootstrap.servers": "127.0.0.1:9", key: "x"}).close()
+        except (confluent_kafka.KafkaException, ValueError, TypeError) as err:
+            if "No such configuration property" in str(err):
+                unknown.append(key)
+    assert not unknown
+    with pytest.raises(confluent_kafka.KafkaException, match="No such configuration property"):
+        confluent_kafka.Consumer({"group.id": "g", "sasl.usrname": "x"})
 
 
 def test_a_gateway_config_file_holding_secrets_that_others_may_read_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
