@@ -230,8 +230,11 @@ def main() -> int:
             for _, a, b in pages:  # warm: the S3 listing (once per gateway), imports
                 get(a)
                 get(b)
+            floor = 0.0  # the in-process app's own cost of a request: listTopics of the small cluster, one page
             for name, a, b in pages:
                 big, ref = timed(lambda a=a: get(a), args.rounds, pid), timed(lambda b=b: get(b), args.rounds, pid)
+                if name.startswith("listTopics page 0"):
+                    floor = ref["p50"]
                 say(f"{name + ', s p50':<46}{big['p50']:>14.3f}{ref['p50']:>14.3f}{big['p50'] / ref['p50']:>8.2f}   < 1 s, same at both: {'met' if big['p50'] < 1 else 'MISSED'} "
                     f"(cpu {big['cpu']:.3f} s, redis {big['redis']:.3f} s)")
 
@@ -245,7 +248,8 @@ def main() -> int:
                     f"{'met' if index['p50'] < 0.010 else 'MISSED'} (reference: every segment read)")
                 ranges = timed(lambda ts=ts: get(f"/v1/clusters/{large}/topics/long/partitions/0/time-ranges?from_timestamp={ts}&to_timestamp={ts + per}"), args.rounds, pid)
                 say(f"{'/time-ranges from ' + label + ', ms':<46}{ranges['p50'] * 1000:>14.2f}{scan['p50'] * 1000:>14.2f}{ranges['p50'] / scan['p50']:>8.3f}   < 10 ms: "
-                    f"{'met' if ranges['p50'] < 0.010 else 'MISSED'} (HTTP in process; reference: the registry scan alone)")
+                    f"{'met' if ranges['p50'] < 0.010 else 'MISSED'} (HTTP in process, whose floor is {floor * 1000:.1f} ms: listTopics of "
+                    f"{small_p:,} partitions; reference: the registry scan alone)")
 
         # 6: retention with nothing to expire
         settings = RemoteRetentionSettings(ms=10 * 365 * 86_400_000, bytes=-1)

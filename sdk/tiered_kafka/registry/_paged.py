@@ -33,12 +33,15 @@ def _time_members(members: Sequence[Any], key: str) -> list[tuple[int, int, int,
     """Parsed time index members (``parse_time_member``), split without a regex: thousands of them a call."""
     out = []
     for member in members:
-        parts = _text(member).split(":")
-        if len(parts) not in (4, 5) or len(parts[0]) != 20 or len(parts[1]) != 20:
-            parse_time_member(member, key=key)  # raises, naming the member
+        parts = (member.decode() if type(member) is bytes else _text(member)).split(":")
         try:
-            out.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4]) if len(parts) == 5 else None))
-        except ValueError:
+            if len(parts) == 5 and len(parts[0]) == 20 and len(parts[1]) == 20:
+                out.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
+            elif len(parts) == 4 and len(parts[0]) == 20 and len(parts[1]) == 20:
+                out.append((int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), None))
+            else:
+                parse_time_member(member, key=key)  # raises, naming the member
+        except (ValueError, UnicodeDecodeError):
             parse_time_member(member, key=key)
             raise
     return out
