@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from tests.integration.kafka_listener.conftest import TOPIC, ListenerStack, another_listener
+from tests.integration.kafka_listener.conftest import PRODUCED, TOPIC, ListenerStack, another_listener
 from tests.support.stack_env import create_tiered_topic
+from tiered_kafka_gateway.kafka_listener.codec import encode
+from tiered_kafka_gateway.kafka_listener.framing import request_frame
 from tiered_kafka_gateway.kafka_listener.upstream import Connection
 
 pytestmark = pytest.mark.integration
@@ -194,6 +196,51 @@ def test_bad_input_closes_only_that_connection(tiered: ListenerStack, s3_server:
             for sock in held:
                 sock.close()
             good.close()
+
+
+def fetch_frame(correlation_id: int, offset: int = 0, max_wait_ms: int = 0) -> bytes:
+    body = encode("FetchRequest", 12, {"ReplicaId": -1, "MaxWaitMs": max_wait_ms, "MinBytes": 1, "MaxBytes": 1 << 20, "SessionEpoch": -1, "ForgottenTopicsData": [],
+                                       "Topics": [{"Topic": TOPIC, "Partitions": [{"Partition": 0, "FetchOffset": offset, "PartitionMaxBytes": 1 << 20}]}]})
+    return request_frame(1, 12, correlation_id, "slow", body)
+
+
+def test_slow_idle_and_vanishing_clients(tiered: ListenerStack, s3_server: Any) -> None:
+    """A client that never reads its answers is closed after request_timeout_s, having been sent no more than
+    the sockets buffer; a silent one after idle_timeout_s; one that leaves with a Fetch waiting at the live end
+    disturbs no one (``good``, opened first, is answered throughout)."""
+    def ping(sock: socket.socket) -> None:
+        sock.sendall(frame(18, 0))
+        assert struct.unpack_from(">ih", answer(sock)) == (7, 0)
+
+    with another_listener(tiered, s3_server, request_timeout_s=1.0, idle_timeout_s=4.0) as address:
+        host, port = address.split(":")
+        good = socket.create_connection((host, int(port)), timeout=10)
+        good.sendall(fetch_frame(1))
+        one = len(answer(good))  # the size of one answer at offset 0
+        requests = 300
+        assert requests * one > 3 * (4 << 20), one  # far beyond what the two sockets can buffer (tcp_wmem's 4 MiB)
+        with socket.socket() as never_reads:
+            never_reads.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            never_reads.connect((host, int(port)))
+            never_reads.sendall(b"".join(fetch_frame(i) for i in range(requests)))
+            time.sleep(3)  # not reading: the listener's drain times out (1 s) and it closes the connection
+            never_reads.settimeout(10)
+            received = 0
+            while chunk := never_reads.recv(1 << 16):
+                received += len(chunk)
+            assert 0 < received < requests * one // 2, (received, one)  # closed early: the rest never sent
+        ping(good)
+        with socket.create_connection((host, int(port)), timeout=10) as silent:
+            started = time.monotonic()
+            time.sleep(2)
+            ping(good)
+            assert closed(silent)
+            assert 3.5 <= time.monotonic() - started < 10  # idle_timeout_s
+        ping(good)
+        with socket.create_connection((host, int(port)), timeout=10) as leaving:
+            leaving.sendall(fetch_frame(1, offset=len(PRODUCED[0]), max_wait_ms=5_000))  # waits at the live end (Kafka's)
+        ping(good)
+        good.close()
 
 
 def test_metrics_count_requests_bytes_errors_connections(tiered: ListenerStack) -> None:
