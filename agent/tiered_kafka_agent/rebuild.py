@@ -59,13 +59,17 @@ class RebuildReport:
     foreign: int = 0  # .log objects without tk-* metadata (module doc): left to the listing path
 
 
-HEAD_THREADS = 16
+HEAD_THREADS = 32
 """HEADs of ``.log`` objects in flight at once: the rebuild's cost is its S3 round trips, not CPU."""
+CHUNK_SEGMENTS = 4096
+CHUNK_PARTITIONS = 1000
+"""Partitions rebuilt together (``_rebuild_chunk``): up to this many, or this many ``.log`` objects."""
 
 
 def rebuild_registry(store: RemoteStore, registry: Registry, progress: Progress | None = None) -> RebuildReport:
-    """Rebuild the registry from S3 (module doc): ``.log`` objects HEADed ``HEAD_THREADS`` at a time,
-    registrations pipelined (``Registry.register_many``); ``progress`` counts ``.log`` objects."""
+    """Rebuild the registry from S3 (module doc): partitions in chunks (``_rebuild_chunk``), ``.log``
+    objects HEADed ``HEAD_THREADS`` at a time across the chunk's partitions, clears and registrations
+    pipelined (``Registry.clear_partitions``, ``register_many``); ``progress`` counts ``.log`` objects."""
     report = RebuildReport()
     keys_by_partition: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
     gap_keys: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -91,43 +95,16 @@ def rebuild_registry(store: RemoteStore, registry: Registry, progress: Progress 
     if progress is not None:
         progress.update(0, sum(1 for present in keys_by_partition.values() for key in present if key.endswith("." + FileKind.LOG.value)))
     pool = ThreadPoolExecutor(HEAD_THREADS, thread_name_prefix="rebuild-head")
-    for (topic, partition) in sorted(set(keys_by_partition) | set(gap_keys) | covered):
-        present = keys_by_partition.get((topic, partition), {})
-        entries = []
-
-        def read(item: tuple[str, int], topic: str = topic, partition: int = partition, present: dict[str, int] = present) -> SegmentEntry | str:
-            key, size = item
-            _, metadata = store.head_metadata(key)
-            if not any(name.startswith(META_PREFIX) for name in metadata):
-                adopted = _adopted(store, topic, partition, key, size, present)
-                return "foreign" if adopted is None else adopted
-            entry = _entry(topic, partition, key, size, metadata)
-            return "skipped" if entry is None or not _complete(store, entry, present) else entry
-
-        logs = [(key, size) for key, size in sorted(present.items()) if key.endswith("." + FileKind.LOG.value)]
-        for found in pool.map(read, logs):
-            if found == "foreign":
-                report.foreign += 1
-            elif found == "skipped":
-                report.skipped += 1
-            else:
-                entries.append(found)
-        if progress is not None:
-            progress.advance(len(logs))
-        entries = _without_overlaps(entries, report)
-        registry.clear_partition(topic, partition)
-        registry.register_many(entries)
-        for key in sorted(gap_keys.get((topic, partition), [])):
-            marker = store.read_gap_marker(key)
-            registry.record_gap(topic, partition, marker["start_offset"], marker["end_offset"], marker["reason"], detected_ms=marker["detected_ms"])
-            report.gaps += 1
-        if (topic, partition) in covered:
-            _restore_coverage(store, registry, topic, partition)
-            report.coverage_starts += 1
-        if entries or gap_keys.get((topic, partition)):
-            registry.ensure_listed(topic, partition)
-        report.partitions += 1
-        report.segments += len(entries)
+    chunk: list[tuple[str, int]] = []
+    heads = 0
+    for topic_partition in sorted(set(keys_by_partition) | set(gap_keys) | covered):
+        chunk.append(topic_partition)
+        heads += sum(1 for key in keys_by_partition.get(topic_partition, {}) if key.endswith("." + FileKind.LOG.value))
+        if heads >= CHUNK_SEGMENTS or len(chunk) >= CHUNK_PARTITIONS:
+            _rebuild_chunk(store, registry, pool, chunk, keys_by_partition, gap_keys, covered, report, progress)
+            chunk, heads = [], 0
+    if chunk:
+        _rebuild_chunk(store, registry, pool, chunk, keys_by_partition, gap_keys, covered, report, progress)
     pool.shutdown()
     if progress is not None:
         progress.close()
@@ -135,6 +112,56 @@ def rebuild_registry(store: RemoteStore, registry: Registry, progress: Progress 
         log.info("rebuild: %d segment(s) without tk-* metadata (not uploaded by this agent: e.g. Pinterest's uploader) left to the gateway's listing path", report.foreign)
     log.info("rebuilt the registry of cluster %s: %s", store.keyspace.cluster, report)
     return report
+
+
+def _rebuild_chunk(store: RemoteStore, registry: Registry, pool: ThreadPoolExecutor, chunk: list[tuple[str, int]],
+                   keys_by_partition: dict[tuple[str, int], dict[str, int]], gap_keys: dict[tuple[str, int], list[str]],
+                   covered: set[tuple[str, int]], report: RebuildReport, progress: Progress | None) -> None:
+    """Rebuild the partitions of ``chunk``: their ``.log`` objects HEADed together (a partition of one
+    segment does not wait for the previous one's HEAD), their keys cleared and their entries registered
+    in pipelined round trips, then each one's gaps and coverage."""
+    logs = {tp: [(key, size) for key, size in sorted(keys_by_partition.get(tp, {}).items()) if key.endswith("." + FileKind.LOG.value)] for tp in chunk}
+    futures = {tp: [pool.submit(_read, store, tp[0], tp[1], item, keys_by_partition.get(tp, {})) for item in logs[tp]] for tp in chunk}
+    entries: list[SegmentEntry] = []
+    for tp in chunk:
+        found_entries = []
+        for future in futures[tp]:
+            found = future.result()
+            if found == "foreign":
+                report.foreign += 1
+            elif found == "skipped":
+                report.skipped += 1
+            else:
+                assert isinstance(found, SegmentEntry)
+                found_entries.append(found)
+        kept = _without_overlaps(found_entries, report)
+        entries += kept
+        report.partitions += 1
+        report.segments += len(kept)
+        if progress is not None:
+            progress.advance(len(logs[tp]))
+    registry.clear_partitions(chunk)
+    registry.register_many(entries)  # lists each partition it registers in
+    for topic, partition in chunk:
+        for key in sorted(gap_keys.get((topic, partition), [])):
+            marker = store.read_gap_marker(key)
+            registry.record_gap(topic, partition, marker["start_offset"], marker["end_offset"], marker["reason"], detected_ms=marker["detected_ms"])
+            report.gaps += 1
+        if (topic, partition) in covered:
+            _restore_coverage(store, registry, topic, partition)
+            report.coverage_starts += 1
+
+
+def _read(store: RemoteStore, topic: str, partition: int, item: tuple[str, int], present: dict[str, int]) -> SegmentEntry | str:
+    """The entry one ``.log`` object vouches for (its ``tk-*`` metadata, or its adopted batch index's);
+    "foreign" (no metadata, not adopted) or "skipped" (unreadable metadata, an upload cut short)."""
+    key, size = item
+    _, metadata = store.head_metadata(key)
+    if not any(name.startswith(META_PREFIX) for name in metadata):
+        adopted = _adopted(store, topic, partition, key, size, present)
+        return "foreign" if adopted is None else adopted
+    entry = _entry(topic, partition, key, size, metadata)
+    return "skipped" if entry is None or not _complete(store, entry, present) else entry
 
 
 def _restore_coverage(store: RemoteStore, registry: Registry, topic: str, partition: int) -> None:

@@ -345,20 +345,40 @@ class Registry:
         Used by rebuild. Atomic within the partition; the partition is then removed from the cluster's
         partition set (a separate step).
         """
-        keys = self.keys(topic, partition)
-        name = partition_dir_name(topic, partition)
-        with _translated(f"clear {name}"):
+        return self.clear_partitions([(topic, partition)])[0]
+
+    def clear_partitions(self, partitions: Sequence[tuple[str, int]]) -> list[int]:
+        """:meth:`clear_partition` of each partition, pipelined (rebuild): one round trip reads their
+        segment lists, one runs their clear scripts, one unlists them; a partition written to between
+        the read and its script is read and cleared again. Like :meth:`register_many`, not acknowledged
+        by a replica script by script (``_replicated``): a rebuild cut short by a failover runs again."""
+        out: list[int] = [-1] * len(partitions)
+        todo = list(range(len(partitions)))
+        with _translated(f"clear {len(partitions)} partitions"):
             for _ in range(100):
-                members = [_text(m) for m in self.client.zrange(keys.segments, 0, -1)]
-                seg_keys = [keys.segment(parse_segment_member(m, key=keys.segments)[0]) for m in members]
-                count = int(
-                    self._write(self._clear, [keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, keys.times, *seg_keys], members)
-                )
-                if count >= 0:
-                    self.client.srem(self.partitions_key, name)
-                    self.client.zrem(self.partition_index_key, partition_index_member(topic, partition))
-                    return count
-        raise RegistryUnavailableError(f"clear {name}: the partition kept changing under concurrent writes")
+                if not todo:
+                    break
+                all_keys = [self.keys(*partitions[i]) for i in todo]
+                pipe = self.client.pipeline(transaction=False)
+                for keys in all_keys:
+                    pipe.zrange(keys.segments, 0, -1)
+                calls = []
+                for keys, found in zip(all_keys, pipe.execute(), strict=True):
+                    members = [_text(m) for m in found]
+                    seg_keys = [keys.segment(parse_segment_member(m, key=keys.segments)[0]) for m in members]
+                    calls.append(([keys.segments, keys.info, keys.gaps, keys.gap_details, keys.coverage, keys.times, *seg_keys], members))
+                counts = [int(c) for c in self._pipelined(self._clear, calls)]
+                pipe = self.client.pipeline(transaction=False)
+                for i, count in zip(todo, counts, strict=True):
+                    if count >= 0:
+                        out[i] = count
+                        pipe.srem(self.partitions_key, partition_dir_name(*partitions[i]))
+                        pipe.zrem(self.partition_index_key, partition_index_member(*partitions[i]))
+                pipe.execute()
+                todo = [i for i, count in zip(todo, counts, strict=True) if count < 0]
+        if todo:
+            raise RegistryUnavailableError(f"clear {partition_dir_name(*partitions[todo[0]])}: the partition kept changing under concurrent writes")
+        return out
 
     def migrate(self, *, batch: int = 1000, progress: Callable[[int, int], None] | None = None) -> MigrationReport:
         """Migrate the registry in place to layout 2 (``_migrate``; resumable: run it again)."""
