@@ -221,11 +221,20 @@ class ClusterReader(SegmentIndexes, CountsS3):
         if entry is None:
             return
         yield self._trusted(topic, partition, entry)
+        yield from self._pages_from(topic, partition, entry.last_offset + 1)
+
+    def segments_from(self, topic: str, partition: int, offset: int) -> Iterator[SegmentEntry]:
+        """The registered segments from the one holding ``offset`` (or the first after it), read in
+        growing pages (``TIME_PAGE`` first) as the caller iterates; keys checked."""
+        yield from self._pages_from(topic, partition, offset)
+
+    def _pages_from(self, topic: str, partition: int, offset: int) -> Iterator[SegmentEntry]:
         page = TIME_PAGE
         while True:
-            following = self.registry.segments(topic, partition, from_offset=entry.last_offset + 1, limit=page)
+            following = self.registry.segments(topic, partition, from_offset=offset, limit=page)
             for entry in following:
                 yield self._trusted(topic, partition, entry)
+                offset = entry.last_offset + 1
             if len(following) < page:
                 return
             page = min(page * 4, 4096)

@@ -61,6 +61,10 @@ class ClusterSource(Protocol):
 
     def segments(self, topic: str, partition: int) -> list[SegmentEntry]: ...
 
+    def segments_from(self, topic: str, partition: int, offset: int) -> Iterator[SegmentEntry]:
+        """The segments by offset from the one holding ``offset`` (or the first after it), read as the
+        caller iterates: a walk that stops early costs what it read."""
+
     def last_stable_offset(self, topic: str, partition: int, info: PartitionInfo | None = None) -> int | None:
         """The partition's remote last stable offset (``tiered_kafka.transactions``); None when unknown."""
 
@@ -142,6 +146,9 @@ class ScansSegments:
 
     def segments_page(self, topic: str, partition: int, start: int, count: int) -> list[SegmentEntry]:
         return self.segments(topic, partition)[start : start + count]
+
+    def segments_from(self, topic: str, partition: int, offset: int) -> Iterator[SegmentEntry]:
+        return (s for s in self.segments(topic, partition) if s.last_offset >= offset)
 
     def segments_from_time(self, topic: str, partition: int, timestamp: int) -> Iterator[SegmentEntry]:
         segments = self.segments(topic, partition)

@@ -135,6 +135,22 @@ def remote_last_stable_offset(last_segment_last_offset: int, open_txn_first_offs
     return None
 
 
+def decided_by(segment_last_offset: int, open_txn_first_offset: int, last: int) -> bool:
+    """Whether every transaction with a record at or below ``last`` has its marker (COMMIT or ABORT)
+    at or before the end of a segment (its ``last_offset`` and ``open_txn_first_offset``): the
+    segment reaches ``last`` and no transaction still open after it began at or below ``last``. A
+    reader listing the aborted transactions over offsets up to ``last`` (Kafka's Fetch answer) reads
+    the ``.txnindex`` of segments up to the first such one and no further; unknown
+    (``OPEN_TXN_UNKNOWN``) proves nothing.
+
+    >>> decided_by(99, -1, 50), decided_by(99, 60, 50), decided_by(99, 40, 50), decided_by(99, -2, 50), decided_by(40, -1, 50)
+    (True, True, False, False, False)
+    """
+    if segment_last_offset < last or open_txn_first_offset == OPEN_TXN_UNKNOWN:
+        return False
+    return open_txn_first_offset == NO_OPEN_TXN or open_txn_first_offset > last
+
+
 _MARKER_FATE = {ControlRecordType.COMMIT: Fate.DELIVER, ControlRecordType.ABORT: Fate.ABORTED}
 
 

@@ -45,6 +45,7 @@ from typing import Any
 from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.registry import PartitionInfo
+from tiered_kafka.transactions import decided_by
 from tiered_kafka_gateway.deps import Access
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.kafka_listener.read_ahead import ReadAhead, split
@@ -175,14 +176,17 @@ def _read_ahead(source: ClusterSource, ahead: ReadAhead, ahead_bytes: int, topic
 
 def aborted_overlapping(source: ClusterSource, topic: str, partition: int, first: int, last: int) -> list[dict[str, int]]:
     """Aborted transactions overlapping offsets ``first..last`` (module docstring), from the
-    ``.txnindex`` of every segment from ``first`` on that has aborts (registry count not 0)."""
+    ``.txnindex`` of the segments from the one holding ``first`` that have aborts (registry count
+    not 0), up to the first after which every transaction reaching ``last`` is decided
+    (``transactions.decided_by``): it costs the segments read, not the partition's history."""
     found: dict[tuple[int, int], None] = {}
-    for segment in source.segments(topic, partition):
-        if segment.last_offset < first or segment.aborted_txns == 0:
-            continue
-        for txn in source.aborted_txns(topic, partition, segment):
-            if txn.last_offset >= first and txn.first_offset <= last:
-                found[(txn.producer_id, txn.first_offset)] = None
+    for segment in source.segments_from(topic, partition, first):
+        if segment.aborted_txns != 0:
+            for txn in source.aborted_txns(topic, partition, segment):
+                if txn.last_offset >= first and txn.first_offset <= last:
+                    found[(txn.producer_id, txn.first_offset)] = None
+        if decided_by(segment.last_offset, segment.open_txn_first_offset, last):
+            break
     return [{"ProducerId": pid, "FirstOffset": off} for pid, off in found]
 
 
