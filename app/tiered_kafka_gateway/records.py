@@ -318,7 +318,7 @@ def committed_batches(
     return delivered, rule.first_held_offset
 
 
-def _range_bytes(cluster: ClusterSource, key: str, byte_range: ByteRange) -> bytes:
+def _range_bytes(cluster: ClusterSource, key: str, byte_range: ByteRange) -> bytes | memoryview:
     """A planned range's bytes, exactly its size (else 502 ``corrupt_remote_data`` naming ``key``)."""
     data = cluster.read_range(key, byte_range)
     if len(data) != byte_range.size:

@@ -448,8 +448,9 @@ class ClusterReader(SegmentIndexes, CountsS3):
             self._loads.submit(sparse[1], lambda: self.batch_index(segment))
         return Plan(segment, ranges, urls, int(time.time() * 1000) + ttl * 1000, gap)
 
-    def read_range(self, key: str, byte_range: ByteRange) -> bytes:
-        return self._get(key, byte_range.http_range)
+    def read_range(self, key: str, byte_range: ByteRange) -> bytes | memoryview:
+        """A planned range's bytes: a read-only memoryview of pooled memory from an ``http://`` S3 (``s3_objects``)."""
+        return self.objects.get_range(key, byte_range)
 
     def aborted_txns(self, topic: str, partition: int, segment: RemoteSegment | SegmentEntry) -> list[AbortedTxn]:
         """The aborted transactions of the segment's ``.txnindex`` (``format.txn_index``), when the agent

@@ -71,8 +71,9 @@ class ClusterSource(Protocol):
     # -- plans and bytes
     def plan(self, topic: str, partition: int, offset: int, max_bytes: int, *, range_bytes: int | None = None) -> Plan: ...
 
-    def read_range(self, key: str, byte_range: ByteRange) -> bytes:
-        """A planned range's original bytes (the broker's ``.log``), read by the gateway itself."""
+    def read_range(self, key: str, byte_range: ByteRange) -> bytes | memoryview:
+        """A planned range's original bytes (the broker's ``.log``), read by the gateway itself (bytes,
+        or a read-only memoryview: ``s3_objects.S3Objects.get_range``)."""
 
     def batches_reaching(self, segment: RemoteSegment | SegmentEntry, timestamp: int) -> Iterator[ByteRange]: ...
 
