@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from tiered_kafka_gateway.deps import Caller, Cluster, PartitionId, Settings, Topic, visible_clusters
@@ -29,9 +29,22 @@ def index(settings: Settings, caller: Caller) -> HTMLResponse:
 
 
 @router.get("/clusters/{cluster}", name="uiCluster")
-def cluster_overview(cluster: Cluster, caller: Caller, page: PageNumber = 0) -> HTMLResponse:
+def cluster_overview(cluster: Cluster, caller: Caller, request: Request, page: PageNumber = 0) -> HTMLResponse:
     rows, shown, complete = data.overview(cluster, caller, page)
-    return HTMLResponse(pages.overview_page(cluster.name, rows, shown, complete, bool(cluster.bootstrap_servers)))
+    listener = _listener_of(request, cluster.name)
+    return HTMLResponse(pages.overview_page(cluster.name, rows, shown, complete, bool(cluster.bootstrap_servers), listener))
+
+
+def _listener_of(request: Request, cluster: str) -> pages.ListenerView | None:
+    """Where Kafka clients reach this cluster's Kafka listener (issue 35), when it runs in this process."""
+    running = getattr(getattr(request.app.state, "kafka_listeners", None), "running", {})
+    listener = running.get(cluster)
+    if listener is None or not listener.port:
+        return None
+    ctx = listener.ctx
+    tls = ctx.settings.tls_certfile is not None
+    protocol = ("SASL_SSL" if tls else "SASL_PLAINTEXT") if ctx.authenticate is not None else ("SSL" if tls else "PLAINTEXT")
+    return pages.ListenerView(*ctx.advertised, ctx.settings.mode.name, protocol)
 
 
 @router.get("/clusters/{cluster}/topics/{topic}", name="uiTopic")

@@ -8,6 +8,7 @@ is escaped; links are relative to the page, so the pages work behind a path pref
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
@@ -52,7 +53,27 @@ def index_page(clusters: Iterable[str]) -> str:
     return document("Remote storage coverage", [("clusters", f"{UI_PREFIX}/")], f'<ul class="clusters">{items}</ul>')
 
 
-def overview_page(cluster: str, rows: Sequence[TopicRow], page: Page, complete: bool, kafka_configured: bool) -> str:
+@dataclass(frozen=True)
+class ListenerView:
+    """The cluster's Kafka listener as clients reach it (issue 35): advertised address, mode, security protocol."""
+
+    host: str
+    port: int
+    mode: str
+    protocol: str
+
+    def text(self, topic: str) -> str:
+        """A paragraph naming the address and a ``kcat`` command that reads ``topic`` from its start."""
+        address = f"{self.host}:{self.port}"
+        security = "" if self.protocol == "PLAINTEXT" else f" -X security.protocol={self.protocol}" + (
+            " -X sasl.mechanisms=PLAIN -X sasl.username=you -X sasl.password=&lt;your token&gt;" if self.protocol.startswith("SASL") else "")
+        return (f'<p class="listener">Any Kafka client reads this cluster\'s history at <code>{escape(address)}</code> '
+                f"(the gateway's Kafka listener, {escape(self.protocol)}, mode {escape(self.mode)}), for example "
+                f"<code>kcat -C -b {escape(address)}{security} -t {escape(topic)} -o beginning -e</code></p>")
+
+
+def overview_page(cluster: str, rows: Sequence[TopicRow], page: Page, complete: bool, kafka_configured: bool,
+                  listener: ListenerView | None = None) -> str:
     head = "<tr><th>topic</th><th>partitions</th><th>bytes remote</th><th>records remote</th><th>oldest remote timestamp</th><th>gaps</th>"
     head += "<th>upload lag (offsets, sum / max)</th></tr>" if kafka_configured else "<th>upload lag</th></tr>"
     body = []
@@ -71,6 +92,8 @@ def overview_page(cluster: str, rows: Sequence[TopicRow], page: Page, complete: 
     summary += "" if complete else " (the S3 listing stopped at its bound: more may exist)"
     summary += "; Kafka's ranges from its bootstrap servers.</p>" if kafka_configured else "; no Kafka bootstrap servers are configured for this cluster.</p>"
     table = f'<table class="overview">{head}{"".join(body)}</table>' if body else '<p class="empty">No topic with remote data is visible to this token.</p>'
+    if listener is not None:
+        summary += listener.text(rows[0].topic if rows else "TOPIC")
     return document(f"Cluster {cluster}", [("clusters", f"{UI_PREFIX}/"), (cluster, cluster_href(cluster))], summary + table + pager(page, "partitions"))
 
 

@@ -47,3 +47,22 @@ def test_java_console_consumer_reads_partition_from_zero(tiered: ListenerStack) 
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines == [java_line(o, r) for o, r in enumerate(expected)]
+
+
+def test_the_coverage_page_names_the_listener_and_its_kcat_command_reads_the_topic(tiered: ListenerStack) -> None:
+    """The cluster's overview page (``/ui/``) says where Kafka clients read its history (issue 35); the
+    command it prints, run as it reads, delivers every offset of the topic from 0."""
+    import html
+    import re
+    import shlex
+
+    import httpx
+
+    page = httpx.get(f"{tiered.gateway_url}/ui/clusters/{tiered.stack.cluster}", timeout=30).text
+    found = re.search(r'<p class="listener">.*?<code>([^<]+)</code>.*?<code>(kcat [^<]+)</code>', page)
+    assert found is not None, page[:2000]
+    assert found[1] == tiered.listener and "PLAINTEXT" in page
+    command = shlex.split(html.unescape(found[2]))
+    out = subprocess.run([*command, "-J", "-q"], capture_output=True, timeout=120, check=True, text=True).stdout
+    offsets = sorted((m["partition"], m["offset"]) for m in map(json.loads, filter(str.strip, out.splitlines())))
+    assert offsets == [(p, o) for p in range(len(PRODUCED)) for o in range(len(PRODUCED[p]))]
