@@ -49,7 +49,8 @@ file (``TIERED_KAFKA_GATEWAY_CONFIG``, JSON) has the same structure, and the env
     auth.tokens            {token: [topic regex, ...]} or {token: {"topics": [regex, ...], "clusters": [name, ...]}}:
                                       bearer tokens or API keys (X-API-Key), each with the topics it may read (full
                                       match) on the clusters it names (no "clusters": every cluster, as before);
-                                      "metrics": true lets it read /metrics (``tokens`` module doc)
+                                      "metrics": true lets it read /metrics; "groups": [regex, ...] the consumer
+                                      groups it may use through the Kafka listener (none unless named; ``tokens``)
     auth.allow_anonymous   false      serve without authentication on an address beyond loopback (``check_exposure``)
     auth.session_secret    (none)     HMAC key of the coverage pages' session cookies (>= 32 characters, the same
                                       on every replica); without it there is no browser login (``sessions``)
@@ -228,19 +229,28 @@ class CacheSettings(BaseModel):
 
 
 class TokenGrant(BaseModel):
-    """What one token may read: ``topics`` (regexes, full match) on ``clusters`` (None: every cluster)."""
+    """What one token may read: ``topics`` (regexes, full match) on ``clusters`` (None: every cluster);
+    ``groups``: the consumer group ids (regexes, full match) it may use through the Kafka listener (none
+    unless named: ``tokens`` module doc)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topics: list[str]
     clusters: list[str] | None = None
     metrics: bool = False  # may read /metrics (``tokens`` module doc: the decision)
+    groups: list[str] = []
 
     @field_validator("topics")
     @classmethod
     def _patterns_compile(cls, topics: list[str]) -> list[str]:
         check_regexes(topics, "topic pattern")
         return topics
+
+    @field_validator("groups")
+    @classmethod
+    def _group_patterns_compile(cls, groups: list[str]) -> list[str]:
+        check_regexes(groups, "group pattern")
+        return groups
 
 
 class AuthSettings(BaseModel):

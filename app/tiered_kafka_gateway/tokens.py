@@ -9,8 +9,12 @@ caller's :class:`Access`, or None.
 * **Authentication**: the token is compared with every configured one in constant time
   (``hmac.compare_digest``, every token compared: the time taken does not depend on which matched).
 * **Authorization**: ``Access`` holds the token's grant (``config.TokenGrant``): topic regexes (full
-  match) on the clusters it names (none named: every cluster), and whether it may read ``/metrics``
-  (``metrics``: decision below).
+  match) on the clusters it names (none named: every cluster), whether it may read ``/metrics``
+  (``metrics``: decision below), and the consumer group ids it may use through the Kafka listener
+  (``groups``, regexes, full match; decision: none unless named, as Kafka's authorizer allows no group
+  without a Group ACL: a read token must not join, and rebalance, another team's group or move its
+  committed offsets; ``[".*"]`` for every group). The groups live in Kafka, where the gateway's own
+  Kafka credentials act for the token (``kafka_listener.groups``).
 
 ``/metrics`` **and scopes** (decision): the metrics are labelled by cluster and by route, and a
 multi-worker server's are merged from prometheus_client's files; filtering series by a token's
@@ -39,9 +43,14 @@ class Access:
     clusters: frozenset[str] | None = None  # None: every cluster
     metrics: bool = True  # may read /metrics (module doc; authentication off: True)
     fingerprint: str = ""  # the token's fingerprint (``TokenBook.fingerprint``; "" without a token)
+    groups: tuple[re.Pattern[str], ...] | None = None  # consumer group ids it may use through the Kafka listener; None: every one
 
     def allows(self, topic: str) -> bool:
         return self.patterns is None or any(p.fullmatch(topic) for p in self.patterns)
+
+    def may_use_group(self, group: str) -> bool:
+        """Whether the token may join, commit to or read the offsets of consumer group ``group`` (module doc)."""
+        return self.groups is None or any(p.fullmatch(group) for p in self.groups)
 
     def sees(self, cluster: str) -> bool:
         return self.clusters is None or cluster in self.clusters
@@ -64,6 +73,7 @@ class TokenBook:
                 None if grant.clusters is None else frozenset(grant.clusters),
                 grant.metrics,
                 self.fingerprint(known.encode()),
+                tuple(re.compile(p) for p in grant.groups),
             )
             self._tokens.append((known.encode(), access))
             self._by_fingerprint[access.fingerprint] = access

@@ -24,10 +24,15 @@ TOPIC_AUTHORIZATION_FAILED by the listener and left out of what is forwarded (so
 move the committed offsets of topics it may not read); an OffsetFetch's answer shows those topics'
 partitions as TOPIC_AUTHORIZATION_FAILED with no offset (named ones) or leaves them out (all of a
 group's, Topics null); a ConsumerGroupHeartbeat subscribing by name to such a topic is answered
-TOPIC_AUTHORIZATION_FAILED without reaching Kafka, as Kafka answers it. Not scoped: group ids (tokens
-have no group grants, and Kafka checks no topic at JoinGroup either) and a KIP-848 regex subscription
-(resolved by Kafka's coordinator; a partition of a topic outside the scope it assigns is still refused
-at Fetch).
+TOPIC_AUTHORIZATION_FAILED without reaching Kafka, as Kafka answers it. Not scoped by topic: a KIP-848
+regex subscription (resolved by Kafka's coordinator; a partition of a topic outside the scope it assigns
+is still refused at Fetch).
+
+**A token's groups** (``Access.may_use_group``, the grant's ``groups``; none unless named: ``tokens``)
+are checked before anything reaches Kafka, as Kafka's authorizer checks a Group ACL (``group_refusal``):
+FindCoordinator answers GROUP_AUTHORIZATION_FAILED for such a group id, and so does every group request
+naming one (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat at the top; OffsetCommit
+per partition; OffsetFetch per group, a request naming several answered whole when one is refused).
 """
 
 from __future__ import annotations
@@ -47,13 +52,17 @@ from tiered_kafka_gateway.kafka_listener.upstream import Connection, KafkaUpstre
 GROUP_TIMEOUT_S = 330.0  # above a JoinGroup's default rebalance wait (max.poll.interval.ms, 300 s)
 
 
-async def find_coordinator(ctx: ListenerContext, version: int, request: dict[str, Any], coordinators: dict[str, Any]) -> dict[str, Any]:
+async def find_coordinator(ctx: ListenerContext, version: int, request: dict[str, Any], coordinators: dict[str, Any],
+                           access: Access | None = None) -> dict[str, Any]:
     host, port = ctx.advertised
     keys = request.get("CoordinatorKeys") if version >= 4 else [request.get("Key")]
     results = []
     for key in keys or []:
         coordinators.pop(key, None)  # a client asks again after NOT_COORDINATOR: find Kafka's anew
-        if request.get("KeyType", 0) != 0 or ctx.upstream is None:
+        if request.get("KeyType", 0) == 0 and access is not None and not access.may_use_group(key or ""):
+            results.append({"Key": key, "NodeId": -1, "Host": "", "Port": -1, "ErrorCode": kafka_errors.GROUP_AUTHORIZATION_FAILED,
+                            "ErrorMessage": "this token may not use that group (its grant's groups)"})
+        elif request.get("KeyType", 0) != 0 or ctx.upstream is None:
             results.append({"Key": key, "NodeId": -1, "Host": "", "Port": -1, "ErrorCode": kafka_errors.COORDINATOR_NOT_AVAILABLE,
                             "ErrorMessage": "this read replica coordinates no transactions" if request.get("KeyType", 0) else
                             "groups need the cluster's Kafka (bootstrap_servers)"})
@@ -91,8 +100,34 @@ class Scoped:
     fix: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
+def groups_named(header: RequestHeader, body: dict[str, Any]) -> list[str]:
+    """The group ids a group request names (OffsetFetch v8+ may name several)."""
+    if header.api_key == OFFSET_FETCH and header.api_version >= 8:
+        return [g["GroupId"] for g in body.get("Groups") or []]
+    return [body.get("GroupId") or ""]
+
+
+def group_refusal(header: RequestHeader, body: dict[str, Any], access: Access) -> dict[str, Any] | None:
+    """The answer to a group request naming a group the token may not use (module docstring), or None."""
+    named = groups_named(header, body)
+    if all(access.may_use_group(g) for g in named):
+        return None
+    error = kafka_errors.GROUP_AUTHORIZATION_FAILED
+    if header.api_key == OFFSET_COMMIT:
+        return {"ThrottleTimeMs": 0, "Topics": [{"Name": t["Name"], "Partitions": [{"PartitionIndex": p["PartitionIndex"], "ErrorCode": error}
+                                                                                    for p in t["Partitions"]]} for t in body.get("Topics") or []]}
+    if header.api_key == OFFSET_FETCH and header.api_version >= 8:
+        return {"ThrottleTimeMs": 0, "Groups": [{"GroupId": g, "Topics": [], "ErrorCode": error} for g in named]}
+    if header.api_key == OFFSET_FETCH:
+        return {"ThrottleTimeMs": 0, "Topics": [], "ErrorCode": error}
+    return {"ThrottleTimeMs": 0, "ErrorCode": error, "ErrorMessage": "this token may not use that group (its grant's groups)", "MemberEpoch": 0}
+
+
 def scoped(header: RequestHeader, frame: bytes | memoryview, body: dict[str, Any], access: Access) -> Scoped:
-    """``header``'s request as the token's topic scope lets it through (module docstring)."""
+    """``header``'s request as the token's groups and topic scope let it through (module docstring)."""
+    answer = group_refusal(header, body, access)
+    if answer is not None:
+        return Scoped(None, answer)
     if access.patterns is None:
         return Scoped(frame)
     key, version = header.api_key, header.api_version

@@ -240,5 +240,5 @@ class Listener:
         if key == 23:
             return await offsets.handle_offset_for_leader_epoch(ctx, access, version, request)
         if key == 10:
-            return await groups.find_coordinator(ctx, version, request, state.coordinators)
+            return await groups.find_coordinator(ctx, version, request, state.coordinators, access)
         return None

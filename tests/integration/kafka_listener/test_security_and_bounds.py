@@ -33,6 +33,7 @@ pytestmark = pytest.mark.integration
 
 TOKEN = "history-reader-token-0123456789"
 OTHER_CLUSTER_TOKEN = "no-cluster-token-0123456789abc"
+OTHER_TOKEN = "no-group-token-0123456789abcdef"
 
 
 def sasl_consumer(address: str, password: str | None, **extra: Any) -> Consumer:
@@ -126,17 +127,44 @@ async def group_requests(address: str, token: str, group: str, hidden: str) -> d
         conn.close()
 
 
+async def group_refusals(address: str, token: str, group: str) -> list[int]:
+    """FindCoordinator, JoinGroup, OffsetCommit and OffsetFetch of ``group`` with ``token``: their error codes."""
+    conn = await sasl_connection(address, token)
+    try:
+        found = await conn.request(10, "FindCoordinator", 4, {"KeyType": 0, "CoordinatorKeys": [group]})
+        joined = await conn.request(11, "JoinGroup", 7, {"GroupId": group, "SessionTimeoutMs": 30_000, "RebalanceTimeoutMs": 30_000, "MemberId": "",
+                                                         "GroupInstanceId": None, "ProtocolType": "consumer", "Protocols": [{"Name": "range", "Metadata": b""}]})
+        committed = await conn.request(8, "OffsetCommit", 8, {"GroupId": group, "GenerationIdOrMemberEpoch": -1, "MemberId": "", "GroupInstanceId": None,
+                                                              "Topics": [{"Name": TOPIC, "Partitions": [{"PartitionIndex": 0, "CommittedOffset": 9,
+                                                                                                          "CommittedLeaderEpoch": -1, "CommittedMetadata": ""}]}]})
+        fetched = await conn.request(9, "OffsetFetch", 8, {"Groups": [{"GroupId": group, "Topics": None}], "RequireStable": False})
+        return [found["Coordinators"][0]["ErrorCode"], joined["ErrorCode"], committed["Topics"][0]["Partitions"][0]["ErrorCode"],
+                fetched["Groups"][0]["ErrorCode"]]
+    finally:
+        conn.close()
+
+
 def test_group_requests_keep_to_the_token_scope(tiered: ListenerStack, s3_server: Any) -> None:
-    """A read token commits no offset of a topic outside its scope, sees none, and subscribes to none by name."""
+    """A read token commits no offset of a topic outside its scope, sees none, and subscribes to none by name;
+    a token uses only the groups its grant names (none by default)."""
     hidden = f"hidden-{uuid.uuid4().hex[:6]}"
     create_tiered_topic(tiered.stack, hidden, 1)
     group = f"scoped-{uuid.uuid4().hex[:6]}"
     direct = Consumer({"bootstrap.servers": tiered.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         direct.commit(offsets=[TopicPartition(hidden, 0, 3)], asynchronous=False)  # Kafka's own: the listener must neither move nor show it
-        auth = {"enabled": True, "tokens": {TOKEN: [TOPIC]}}
+        auth = {"enabled": True, "tokens": {TOKEN: {"topics": [TOPIC], "groups": ["scoped-.*"]}, OTHER_TOKEN: [TOPIC]}}
         with another_listener(tiered, s3_server, {"auth": auth}) as address:
             got = asyncio.run(group_requests(address, TOKEN, group, hidden))
+            # a token whose grant names no group uses none: GROUP_AUTHORIZATION_FAILED before Kafka is asked
+            assert asyncio.run(group_refusals(address, OTHER_TOKEN, group)) == [KafkaError.GROUP_AUTHORIZATION_FAILED] * 4
+            consumer = sasl_consumer(address, OTHER_TOKEN, **{"group.id": group})
+            try:
+                consumer.subscribe([TOPIC])
+                errors = [m.error() for m in consumer.consume(5, 15) if m.error() is not None]
+                assert any(e.code() == KafkaError.GROUP_AUTHORIZATION_FAILED for e in errors), errors
+            finally:
+                consumer.close()
         assert got["commit"] == {(TOPIC, 0): 0, (hidden, 0): KafkaError.TOPIC_AUTHORIZATION_FAILED}
         assert got["every"] == {(TOPIC, 0): (5, 0)}
         assert got["named"] == {(TOPIC, 0): (5, 0), (hidden, 0): (-1, KafkaError.TOPIC_AUTHORIZATION_FAILED)}

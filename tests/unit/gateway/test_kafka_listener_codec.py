@@ -138,3 +138,39 @@ def test_a_token_scope_narrows_group_requests() -> None:
     header, frame = request(68, 0, {"GroupId": "g", "MemberId": "m", "SubscribedTopicNames": ["seen", "hidden"], "TopicPartitions": []})
     refused = scoped(header, frame, decode("ConsumerGroupHeartbeatRequest", 0, frame, header.body_offset)[0], access)
     assert refused.frame is None and refused.answer["ErrorCode"] == 29
+
+
+def test_a_group_outside_the_token_grant_is_refused_before_kafka() -> None:
+    """groups.scoped / refused: each group request naming a group the grant does not name is answered
+    GROUP_AUTHORIZATION_FAILED in its own shape (nothing forwarded); a named group goes through; auth off: all."""
+    import re
+
+    from tiered_kafka_gateway.kafka_listener.groups import scoped
+    from tiered_kafka_gateway.tokens import Access
+
+    access = Access((re.compile(".*"),), groups=(re.compile("team-a-.*"),))
+    bodies = {
+        8: ("OffsetCommit", 8, {"GroupId": "G", "Topics": [{"Name": "t", "Partitions": [{"PartitionIndex": 0, "CommittedOffset": 5}]}]}),
+        9: ("OffsetFetch", 8, {"Groups": [{"GroupId": "G", "Topics": None}]}),
+        11: ("JoinGroup", 7, {"GroupId": "G", "ProtocolType": "consumer", "Protocols": []}),
+        12: ("Heartbeat", 4, {"GroupId": "G", "GenerationId": 1, "MemberId": "m"}),
+        13: ("LeaveGroup", 4, {"GroupId": "G", "Members": []}),
+        14: ("SyncGroup", 5, {"GroupId": "G", "GenerationId": 1, "MemberId": "m", "Assignments": []}),
+        68: ("ConsumerGroupHeartbeat", 0, {"GroupId": "G", "MemberId": "m", "MemberEpoch": 0}),
+    }
+    for key, (name, version, body) in bodies.items():
+        for group, allowed in (("team-a-1", True), ("team-b-1", False)):
+            named = {**body, "Groups": [{"GroupId": group, "Topics": None}]} if key == 9 else {**body, "GroupId": group}
+            frame = request_frame(key, version, 3, "c", encode(name + "Request", version, named))[4:]
+            header = parse_header(frame)
+            decoded = decode(name + "Request", version, frame, header.body_offset)[0]
+            assert scoped(header, frame, decoded, Access(None)).frame is frame
+            scope = scoped(header, frame, decoded, access)
+            if allowed:
+                assert scope.frame is frame, name
+                continue
+            assert scope.frame is None, name
+            answer = decode(name + "Response", version, encode(name + "Response", version, scope.answer).getvalue(), 0)[0]
+            codes = ([p["ErrorCode"] for t in answer["Topics"] for p in t["Partitions"]] if key == 8 else
+                     [g["ErrorCode"] for g in answer["Groups"]] if key == 9 else [answer["ErrorCode"]])
+            assert codes == [30], (name, answer)
