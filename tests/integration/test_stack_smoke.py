@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,10 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def run_until_ctrl_c(tmp_path: Path) -> tuple[int, str, str]:
-    """``make run``'s entry point until it waits for Ctrl-C, then SIGINT, as a terminal sends it
-    (after the Spark stage, whose PySpark replaced the SIGINT handler): exit code, stdout, stderr."""
+def run_until_ctrl_c(tmp_path: Path, while_running: Callable[[str], None] = lambda out: None) -> tuple[int, str, str]:
+    """``make run``'s entry point until it waits for Ctrl-C, then ``while_running`` (given its stdout so far), then
+    SIGINT, as a terminal sends it (after the Spark stage, whose PySpark replaced the SIGINT handler): exit code,
+    stdout, stderr."""
     out_path, err_path = tmp_path / "stack.out", tmp_path / "stack.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         process = subprocess.Popen([sys.executable, "-m", "tiered_kafka_dev.stack", "--records", "6000"], stdout=out, stderr=err)
@@ -26,6 +29,7 @@ def run_until_ctrl_c(tmp_path: Path) -> tuple[int, str, str]:
                 assert process.poll() is None, err_path.read_text(errors="replace")[-2000:]
                 assert time.monotonic() < deadline, "the stack never got to waiting for Ctrl-C"
                 time.sleep(0.5)
+            while_running(out_path.read_text(errors="replace"))
             process.send_signal(signal.SIGINT)
             code = process.wait(120)
         finally:
@@ -38,8 +42,20 @@ def run_until_ctrl_c(tmp_path: Path) -> tuple[int, str, str]:
 def test_stack_runs_the_demo_and_stops_cleanly(tmp_path) -> None:
     """One run of the whole flow (it takes about a minute, Spark included), checked stage by
     stage, then Ctrl-C: it stops in order, exit code 0, no traceback."""
-    code, out, err = run_until_ctrl_c(tmp_path)
+    read: list[tuple[int, int]] = []
+
+    def run_the_printed_kcat(out: str) -> None:  # as a user copies it from the terminal, with -J to check what it read
+        printed = re.search(r"^Kafka listener 127\.0\.0\.1:\d+ .*try: (kcat [^)]+)\)$", out, re.M)
+        assert printed, out
+        done = subprocess.run([*shlex.split(printed[1]), "-f", "%p %o\\n", "-q"], capture_output=True, timeout=120)  # values are binary
+        assert done.returncode == 0, done.stderr[-2000:]
+        read.extend(sorted(tuple(map(int, line.split())) for line in done.stdout.decode().splitlines() if line.strip()))  # type: ignore[misc]
+
+    code, out, err = run_until_ctrl_c(tmp_path, run_the_printed_kcat)
     assert code == 0, err[-2000:]
+    # make run's kcat command read the demo topic through the gateway's Kafka listener: every offset from 0, once
+    ends = {p: sum(1 for q, _ in read if q == p) for p in (0, 1)}
+    assert read == [(p, o) for p in (0, 1) for o in range(ends[p])] and sum(ends.values()) == 6000, (ends, read[:5])
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     assert err.rstrip().endswith("stopping ..."), err[-2000:]
     kafka = re.search(r"^Kafka\s+127\.0\.0\.1:\d+\s+\(Apache Kafka [\d.]+, KRaft node \d+, log\.dirs ([^\s)]+)\)$", out, re.M)
