@@ -7,7 +7,17 @@
     tiered-kafka-agent audit --config agent.properties [--topic T ...] [--json] [--bootstrap-servers HOST:PORT]
     tiered-kafka-agent backfill-batch-index --config agent.properties [--topic T ...]   (``tiered_kafka_agent.backfill``; exit 1 if one failed)
     tiered-kafka-agent adopt --config agent.properties [--topic T ...] [--dry-run]   (``tiered_kafka_agent.adopt``: register the segments
-        Pinterest's uploader wrote in the same keyspace; exit 1 if one failed, or if there was none to adopt)
+        Pinterest's uploader wrote in the same keyspace; ``--dry-run`` prints a line per segment it would register and writes nothing)
+
+``adopt`` exit codes (a command asked for data that finds none exits non-zero):
+
+    0  segments of theirs were found and none failed: adopted by this run (``--dry-run``: would be), left to
+       the agent after a hole this broker still holds, or registered already: a re-run after a completed one is
+       an idempotent success, and says "nothing left to adopt"
+    1  one failed (corrupt, or refused by the registry: the output names it), or no ``.log`` without ``tk-*``
+       metadata was found at all under the keyspace's prefixes (the message names the bucket, the prefixes and
+       the topics searched: the settings are not their keyspace's)
+    2  a configuration error
 
 ``audit`` (``tiered_kafka_agent.audit``) checks that every offset at or after each partition's
 coverage start is remote, still in Kafka, or in a recorded gap. The broker is reached at
@@ -45,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, help="a .properties file (also reads TIERED_KAFKA_AGENT_* variables)")
     parser.add_argument("--topic", action="append", help="audit, backfill-batch-index, adopt: a topic (repeatable; default: every topic)")
     parser.add_argument("--json", action="store_true", help="audit: print JSON")
-    parser.add_argument("--dry-run", action="store_true", help="adopt: print what would be registered, write nothing")
+    parser.add_argument("--dry-run", action="store_true", help="adopt: print what would be registered, a line per segment, and write nothing")
     parser.add_argument("--bootstrap-servers", help="audit: the Kafka cluster (default: leadership.bootstrap_servers)")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     args = parser.parse_args(argv)
@@ -88,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
 
         bar = Progress("adopt: segments", unit="segments")
         adopted = adopt_segments(agent.store, agent.registry, sys.stdout, log_dirs=settings.log_dirs, topics=args.topic, dry_run=args.dry_run, progress=bar)
-        if adopted.segments == 0:
+        if adopted.segments == 0:  # asked for their segments and found none: exit 1 (docstring)
+            prefixes = agent.store.keyspace.cluster_prefixes()
+            searched = prefixes[0] if len(prefixes) == 1 else f"{prefixes[0]} .. {prefixes[-1]} ({len(prefixes)} prefixes)"
             print(
-                f"tiered-kafka-agent: no segment without tk-* metadata under cluster {settings.cluster} (prefix {settings.s3.prefix!r}, "
-                f"{settings.s3.entropy_bits} entropy bits): the keyspace must be the previous uploader's",
+                f"tiered-kafka-agent: no segment without tk-* metadata under s3://{agent.store.bucket}/{searched} for cluster {settings.cluster} "
+                f"(s3.prefix {settings.s3.prefix!r}, {settings.s3.entropy_bits} entropy bits"
+                f"{', topics ' + ', '.join(args.topic) if args.topic else ''}): nothing to adopt; the keyspace settings must be the previous uploader's",
                 file=sys.stderr,
             )
             return 1

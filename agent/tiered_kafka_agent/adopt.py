@@ -37,7 +37,10 @@ Idempotent and resumable: a present segment is skipped before any GET, a gap rec
 recorded again, and a run killed anywhere leaves at most a ``.batchindex`` without a registration, which
 the next run writes again with the same bytes. ``--dry-run`` reads and prints everything it would register
 or record, and writes nothing. A line per segment goes to ``out``, and the agent's progress bar
-(``tiered_kafka_agent.progress``, on stderr) counts the segments.
+(``tiered_kafka_agent.progress``, on stderr) counts the segments. A run that finds every segment registered
+already says "nothing left to adopt" and succeeds (the command exits 0); one that finds no ``.log`` without
+``tk-*`` metadata at all (``AdoptReport.segments`` 0) was asked for data and got none: the command exits 1
+naming the prefixes searched (``tiered_kafka_agent.__main__``).
 """
 
 from __future__ import annotations
@@ -145,6 +148,9 @@ def adopt_segments(
         file=out,
         flush=True,
     )
+    if report.segments and report.present + report.covered == report.segments:
+        also = f" ({report.covered} with every offset registered from other objects, or empty)" if report.covered else ""
+        print(f"nothing left to adopt: every one of the {report.segments} segment(s) is registered already{also}", file=out, flush=True)
     return report
 
 

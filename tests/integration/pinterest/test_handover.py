@@ -4,10 +4,11 @@ On the package's ZooKeeper-mode Kafka 3.9 broker (``conftest.seed``), Pinterest'
 uploads the first part of topic ``handover``'s history with settings of its own (prefix ``pinterest-archive``,
 5 bits of prefix entropy, cluster ``migrating``); DeleteRecords then has the broker's retention delete its
 oldest segments (only Pinterest's objects hold them now), and the uploader is stopped. Then, as the README's
-migration steps say, while a producer keeps writing: ``tiered-kafka-agent adopt --dry-run`` (writes nothing),
+migration steps say, while a producer keeps writing: ``tiered-kafka-agent adopt --dry-run`` (a line per segment,
+writes nothing),
 ``adopt`` SIGKILLed mid-way (two segments registered, the third's batch index written and not registered),
 retention deleting more of their segments from the broker, ``adopt`` again (completes the rest), once more
-(nothing to do); their offset.wm set back to a segment the broker no longer has (it can go backwards), our
+(nothing to do: exit 0); their offset.wm set back to a segment the broker no longer has (it can go backwards), our
 agent on the same keyspace, SIGKILLed during its first upload (after the ``.log``, before the indexes and
 registration) while producers keep writing, our agent again; retention deletes more from the broker. Every
 reader then reads the partition, Pinterest's segments first and ours after them: each offset once, byte for
@@ -38,6 +39,7 @@ from tests.support.stack_env import gateway_server
 from tiered_kafka.bulk import read_table
 from tiered_kafka.consumer import TieredConsumer
 from tiered_kafka.format.checkpoints import format_offset_wm, parse_offset_wm
+from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.format.segment_names import FileKind
 from tiered_kafka.keyspace import Keyspace
 from tiered_kafka.registry import Registry
@@ -140,9 +142,10 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     config = root / "agent.properties"
     config.write_text(settings_properties(settings))
 
-    # 2. adopt, while a producer writes: a dry run writes nothing; a run (the command) killed mid-way, after two
-    # registrations and the third segment's batch index; retention deletes more of their segments from the broker;
-    # a run that completes; one more, which finds everything registered (in-process: the command's function)
+    # 2. adopt, while a producer writes: a dry run (the command) prints a line per segment and writes nothing; a run
+    # (the command) killed mid-way, after two registrations and the third segment's batch index; retention deletes
+    # more of their segments from the broker; a run that completes (in-process: the command's function); one more
+    # (the command), which finds everything registered, exits 0 and writes nothing
     producing_errors: list[BaseException] = []
 
     def producing() -> None:
@@ -154,9 +157,15 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     producer = threading.Thread(target=producing, name="producing-during-adoption")
     producer.start()
     store = Agent(settings).store
-    dry = _adopt_here(store, registry, settings, dry_run=True)
-    assert dry.count("would register") == len(theirs) and dry.startswith(f"{len(theirs)} segment(s) without tk-* metadata"), dry
-    assert _objects(s3, bucket) == theirs_before and registry.segments(TOPIC, 0) == []
+    spans = list(zip(theirs, [*theirs[1:], their_end]))  # each segment of theirs: base, next offset
+    dry = _adopt(config, "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.startswith(f"{len(theirs)} segment(s) without tk-* metadata in 1 partition(s) of cluster {CLUSTER} (dry run: nothing is written)"), dry.stdout
+    would = [line.split(": would register ")[0] for line in dry.stdout.splitlines() if ": would register " in line]
+    assert would == [f"{TOPIC}-0 segment {b}..{n - 1}" for b, n in spans], dry.stdout  # a line per segment, naming it
+    assert f"adopted: {len(theirs)} would be registered, 0 registered already" in dry.stdout and "adopt: segments [" in dry.stderr, dry.stdout + dry.stderr
+    assert _objects(s3, bucket) == theirs_before  # no new object (no .batchindex, coverage.json or gap marker), none rewritten
+    assert registry.segments(TOPIC, 0) == [] and registry.gaps(TOPIC, 0) == [] and registry.coverage_start(TOPIC, 0) is None
     killed = _adopt(config, crash_at="adopt_before_register@3")
     assert killed.returncode == -9, killed.stdout + killed.stderr
     assert "adopt: segments [" in killed.stderr, killed.stderr  # the progress bar
@@ -169,14 +178,20 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     adopted = registry.segments(TOPIC, 0)
     assert [(e.base_offset, e.first, e.object_key) for e in adopted] == [(b, b, keyspace.segment_key(TOPIC, 0, b, FileKind.LOG)) for b in theirs]
     assert [e.next_offset for e in adopted] == [*theirs[1:], their_end] and registry.gaps(TOPIC, 0) == []
-    assert sum(e.record_count for e in adopted) == len(reference) and all(e.leader_epoch >= 0 and "batchindex" in e.files for e in adopted)
+    assert sum(e.record_count for e in adopted) == len(reference) and all("batchindex" in e.files for e in adopted)
     for e in adopted:  # each entry what the object and the records say
         held = [r for r in reference if e.first <= r.offset < e.next_offset]
         assert (e.record_count, e.min_timestamp, e.max_timestamp) == (len(held), min(r.timestamp for r in held), max(r.timestamp for r in held))
         body = s3.get_object(Bucket=bucket, Key=e.object_key)["Body"].read()
         assert (e.checksum, e.size) == (f"crc32c:{crc32c.crc32c(body):08x}", len(body))
-    again = _adopt_here(store, registry, settings)
-    assert len([line for line in again.splitlines() if line.endswith("registered already")]) == len(theirs), again
+        last = list(iter_batches(body))[-1]  # the leader epoch as Kafka wrote it: the partitionLeaderEpoch of the last batch
+        assert (e.leader_epoch, e.last_offset) == (last.partition_leader_epoch, last.last_offset), (e, last.partition_leader_epoch)
+    registered = (_objects(s3, bucket), registry.segments(TOPIC, 0), registry.coverage_start(TOPIC, 0))
+    again = _adopt(config)  # nothing of theirs left: an idempotent success
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [line for line in again.stdout.splitlines() if line.endswith(": registered already")] == [f"{TOPIC}-0 segment {b}..{n - 1}: registered already" for b, n in spans], again.stdout
+    assert f"nothing left to adopt: every one of the {len(theirs)} segment(s) is registered already" in again.stdout, again.stdout
+    assert (_objects(s3, bucket), registry.segments(TOPIC, 0), registry.coverage_start(TOPIC, 0)) == registered and registry.gaps(TOPIC, 0) == []
     producer.join(300)
     assert not producer.is_alive() and not producing_errors, producing_errors
     after_adoption = _objects(s3, bucket)
@@ -225,6 +240,27 @@ def test_the_registry_holds_their_segments_then_ours_in_order_and_a_rebuild_rest
     report = rebuild_registry(Agent(handover.settings).store, rebuilt)
     assert report.foreign == 0
     assert [(e.first, e.last_offset, e.checksum, e.object_key) for e in rebuilt.segments(TOPIC, 0)] == [(e.first, e.last_offset, e.checksum, e.object_key) for e in entries]
+
+
+def test_adopt_on_a_keyspace_holding_none_of_their_segments_exits_1_naming_the_prefixes_searched(handover: Handover, tmp_path: Path, s3_server: Any) -> None:
+    """``tiered-kafka-agent adopt`` (and ``--dry-run``) with an ``s3.prefix`` under which their uploader wrote
+    nothing: asked for their segments and got none, it exits 1 with a message naming the bucket, the prefixes and
+    the topic searched, and writes nothing (the fixture runs the other exit-0 cases: a dry run, and a re-run that
+    finds everything registered)."""
+    s3 = s3_server.client()
+    registry = registry_for(handover.settings)
+    before = (_objects(s3, handover.bucket), registry.segments(TOPIC, 0), registry.gaps(TOPIC, 0), registry.coverage_start(TOPIC, 0))
+    elsewhere = handover.settings.model_copy(update={"s3": handover.settings.s3.model_copy(update={"prefix": "not-their-prefix"})})
+    config = tmp_path / "elsewhere.properties"
+    config.write_text(settings_properties(elsewhere))
+    searched = f"s3://{handover.bucket}/not-their-prefix/00000/{CLUSTER}/ .. not-their-prefix/11111/{CLUSTER}/ (32 prefixes)"
+    for extra in ((), ("--dry-run",), ("--topic", TOPIC)):
+        done = _adopt(config, *extra)
+        assert done.returncode == 1, (extra, done.stdout + done.stderr)
+        assert f"no segment without tk-* metadata under {searched} for cluster {CLUSTER} (s3.prefix 'not-their-prefix', {ENTROPY_BITS} entropy bits" in done.stderr, done.stderr
+        assert (f", topics {TOPIC})" in done.stderr) == ("--topic" in extra) and "nothing to adopt" in done.stderr, done.stderr
+        assert done.stdout.startswith(f"0 segment(s) without tk-* metadata in 0 partition(s) of cluster {CLUSTER}") and not [line for line in done.stdout.splitlines() if ": would register" in line or ": registered" in line], done.stdout
+    assert (_objects(s3, handover.bucket), registry.segments(TOPIC, 0), registry.gaps(TOPIC, 0), registry.coverage_start(TOPIC, 0)) == before
 
 
 def test_the_gateway_and_the_bulk_api_serve_every_offset_once(handover: Handover) -> None:
