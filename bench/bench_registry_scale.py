@@ -31,6 +31,9 @@ listing figures). ``--scale`` multiplies every count (0.1 for a quick run). Meas
 5. **time lookups**: ``Registry.segment_at_time`` (offsets-for-timestamp's segment) and
    ``/time-ranges`` on a 2,000-segment partition, a time near the end and one in the middle, beside the
    scan the gateway did before (every segment read, then filtered). Goal < 10 ms.
+7. **rebuild-registry** (printed last): 5 x 1,000 and 5,000 x 1 ``.log`` objects with the agent's
+   metadata, rebuilt from S3 alone, beside ``register_many`` of the same entries; its bound (CPU per
+   segment of the HEADs, Redis, the S3 server). Goal >= 10,000 segments/s.
 6. **remote retention, nothing to expire**: one pass over every partition of the large cluster
    (``partitions`` None: all 100,000), its reads counted, beside the same pass on the small cluster.
    Goal: cost proportional to partitions, not segments.
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import os
 import statistics
 import sys
@@ -64,7 +68,7 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def entries(keyspace: Any, topic: str, partitions: range, segments: int, sparse: bytes) -> Iterator[Any]:
+def entries(keyspace: Any, topic: str, partitions: range, segments: int, sparse: bytes | None) -> Iterator[Any]:
     """The agent's entries: 1 GiB segments of 1 KiB records (1,048,576 records each), timestamps 1 ms apart a record."""
     from tiered_kafka.format.segment_names import FileKind
     from tiered_kafka.registry import SegmentEntry
@@ -108,6 +112,49 @@ def write_old_layout(client: Any, registry: Any, e: Any) -> None:
     pipe.hincrby(keys.info, "total_bytes", e.size)
     pipe.sadd(registry.partitions_key, f"{e.topic}-{e.partition}")
     pipe.execute()
+
+
+def rebuild_figures(s3: Any, bucket: str, client: Any, long_partitions: int, one_partitions: int, redis_pid: int) -> str:
+    """``rebuild-registry`` (``tiered_kafka_agent.rebuild``) over ``long_partitions`` x 1,000 and
+    ``one_partitions`` x 1 ``.log`` objects carrying the agent's ``tk-*`` metadata (1 KiB each: the
+    rebuild reads metadata, never bytes), beside ``register_many`` of the same entries: segments/s, and
+    the CPU per segment of this process (its HEADs), Redis and the S3 server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tiered_kafka.keyspace import Keyspace
+    from tiered_kafka.registry import Registry
+    from tiered_kafka.retry import RetryPolicy
+    from tiered_kafka_agent.object_metadata import entry_metadata
+    from tiered_kafka_agent.rebuild import rebuild_registry
+    from tiered_kafka_agent.remote_store import RemoteStore, transfer_config
+
+    cluster = f"rebuild-{uuid.uuid4().hex[:6]}"
+    keyspace = Keyspace(PREFIX, cluster, 0)
+    made = [e for topic, parts, segs in (("long", range(long_partitions), 1000), ("one", range(one_partitions), 1))
+            for e in entries(keyspace, topic, parts, segs, None)]
+    made = [dataclasses.replace(e, files=("log",)) for e in made]
+    s3_client = s3.client()
+    body = b"\0" * 1024
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda e: s3_client.put_object(Bucket=bucket, Key=e.object_key, Body=body,
+                                                     Metadata={k.removeprefix("x-amz-meta-"): v for k, v in entry_metadata(e).items()}), made))
+    store = RemoteStore(s3_client, bucket, keyspace, transfer_config(64 << 20, 8 << 20, 2), RetryPolicy(attempts=3))
+    registry = Registry(client, cluster)
+    s3_pid = s3.pid
+    t0, c0, r0, s0 = time.perf_counter(), time.process_time(), process_cpu(redis_pid), process_cpu(s3_pid)
+    report = rebuild_registry(store, registry)
+    wall, cpu, rcpu, scpu = time.perf_counter() - t0, time.process_time() - c0, process_cpu(redis_pid) - r0, process_cpu(s3_pid) - s0
+    assert report.segments == len(made), report
+    reference = Registry(client, f"ref-{cluster}")
+    t1 = time.perf_counter()
+    reference.register_many([dataclasses.replace(e) for e in made])
+    ref_rate = len(made) / (time.perf_counter() - t1)
+    rate = len(made) / wall
+    per = lambda x: x / len(made) * 1e6  # noqa: E731
+    return (f"{'rebuild-registry, segments/s':<46}{rate:>14,.0f}{ref_rate:>14,.0f}{rate / ref_rate:>8.2f}   >= 10,000: {'met' if rate >= 10_000 else 'MISSED'} "
+            f"(reference: register_many of the same; {len(made):,} segments in {long_partitions + one_partitions:,} partitions)\n"
+            f"  bound: CPU per segment, us: this process (HEADs) {per(cpu):.0f}, Redis {per(rcpu):.0f}, S3 server {per(scpu):.0f}: "
+            f"{1 / max(cpu, scpu) * len(made):,.0f} segments/s on a CPU each")
 
 
 def main() -> int:
@@ -251,6 +298,9 @@ def main() -> int:
                     f"{'met' if ranges['p50'] < 0.010 else 'MISSED'} (HTTP in process, whose floor is {floor * 1000:.1f} ms: listTopics of "
                     f"{small_p:,} partitions; reference: the registry scan alone)")
 
+        # 7 (printed last): rebuild-registry from S3 alone
+        rebuild = rebuild_figures(s3, bucket, client, n(5), n(5000), pid)
+
         # 6: retention with nothing to expire
         settings = RemoteRetentionSettings(ms=10 * 365 * 86_400_000, bytes=-1)
         results = []
@@ -261,6 +311,7 @@ def main() -> int:
         (big, big_parts, big_segs), (ref, ref_parts, _) = results
         say(f"{'retention pass, nothing to expire, s':<46}{big['p50']:>14.3f}{ref['p50']:>14.3f}{big['p50'] / ref['p50']:>8.1f}   partitions x{big_parts / ref_parts:.0f}, "
             f"segments x{total / small_p:.0f}: reads {big_parts:,} summaries and {big_segs} segments a pass")
+        say(rebuild)
         client.close()
     return 0
 

@@ -8,13 +8,14 @@ S3's failures are answered here, at the boundary, as the gateway's errors: a mis
 a server or proxy that ignored ``Range`` would otherwise make the gateway buffer a whole segment
 and read the wrong bytes; it is checked before the body is read, and the body is closed unread.
 
-Presigned URLs are signed with botocore's SigV4 query signer directly: the same algorithm as
-``generate_presigned_url``, without its per-call request pipeline (0.45 ms -> 0.13 ms). ``Range``
-is a signed header, so a URL serves one byte range only.
+Presigned URLs are signed with botocore's SigV4 query signer directly
+(``tiered_kafka_service.s3_direct.SignedUrls``): the same algorithm as ``generate_presigned_url``,
+without its per-call request pipeline (0.45 ms -> 0.13 ms). ``Range`` is a signed header, so a URL
+serves one byte range only.
 
 **Segment bytes** (``get_range``: the planned ranges the Kafka listener forwards and ``/records``
 decodes) are read through a presigned URL on the SDK's own receive path
-(``tiered_kafka.client.http.StdlibTransport``: ``http.client`` straight into pooled memory) when the
+(``tiered_kafka_service.s3_direct.DirectS3``: ``http.client`` straight into pooled memory) when the
 endpoint is ``http://``: boto3's ``get_object`` spent 0.88 CPU-s per GB of 8 MiB ranges against
 SeaweedFS, the direct read 0.30 (issue 35: the listener's CPU per GB). Other endpoints (``https://``,
 real S3) and small objects (indexes) go through boto3. The same answers either way: 404 is
@@ -26,23 +27,16 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any
-from urllib.parse import quote
 
-from botocore.auth import S3SigV4QueryAuth
-from botocore.awsrequest import AWSRequest
 import httpx
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tiered_kafka.client.http import StdlibTransport
 from tiered_kafka.format import record_batch
 from tiered_kafka.read_plan import ByteRange
+from tiered_kafka_service.s3_direct import DirectS3, SignedUrls
 from tiered_kafka_service.support import s3_client
 from tiered_kafka_gateway.config import GatewaySettings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError, hidden_failure
-
-
-DIRECT_URL_TTL_S = 300
-"""Lifetime of the URLs ``get_range`` signs for its own reads (used at once)."""
 
 
 class S3Objects:
@@ -51,13 +45,11 @@ class S3Objects:
     def __init__(self, client: Any, bucket: str, endpoint_url: str | None, region: str, *, direct: bool = False, timeout_s: float = 30.0) -> None:
         self.client = client
         self.bucket = bucket
-        endpoint = (endpoint_url or f"https://s3.{region}.amazonaws.com").rstrip("/")
+        self._urls = SignedUrls(client, bucket, endpoint_url or f"https://s3.{region}.amazonaws.com", region)
         # the direct ranged read (module doc, "Segment bytes"; ``direct``: the endpoint is the client's own, as
         # ``connect`` makes it): http:// endpoints, with the SDK's compiled receive
-        self._direct = StdlibTransport() if direct and endpoint.startswith("http://") and record_batch._native is not None else None
-        self._timeout_s = timeout_s
-        self._object_url_prefix = f"{endpoint}/{quote(bucket, safe='')}/"
-        self._region = region
+        native = record_batch._native is not None
+        self._direct = DirectS3.of(client, bucket, timeout_s, self._urls.endpoint, region) if direct and native else None
         self.gets = 0
         self.gets_by_kind: Counter[str] = Counter()  # file kind ("index", "log", "batchindex", ...) -> GETs
         self.presigns = 0
@@ -83,12 +75,11 @@ class S3Objects:
             self.gets_by_kind[key.rsplit(".", 1)[-1]] += 1
             response = self.client.get_object(**params)
             if byte_range:
-                _check_content_range(key, byte_range, response)
+                _check_content_range(key, byte_range, response.get("ContentRange") or "", response.get("ResponseMetadata", {}).get("HTTPStatusCode"),
+                                     response["Body"].close)
             return response["Body"].read()  # type: ignore[no-any-return]
         except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"s3://{self.bucket}/{key} is missing") from err
-            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 read of {key} failed: {err}") from err
+            raise _answer(self.bucket, key, err) from err
         except BotoCoreError as err:
             raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 is unavailable: {err}") from err
 
@@ -99,38 +90,19 @@ class S3Objects:
             return self.get(key, byte_range.http_range)
         self.gets += 1
         self.gets_by_kind[key.rsplit(".", 1)[-1]] += 1
-        where = f"S3 read of {key} ({byte_range.http_range})"
         try:
-            answered = self._direct.get(self.presign(key, byte_range, DIRECT_URL_TTL_S, counted=False), {"Range": byte_range.http_range}, self._timeout_s)
-            assert answered is not None  # an http:// URL (checked when _direct was made)
-            response, body = answered
-            try:
-                if response.status == 404:
-                    raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"s3://{self.bucket}/{key} is missing")
-                if response.status != 206:
-                    hidden = hidden_failure("s3", f"{where}: HTTP {response.status} {response.reason}")
-                    raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 read of {key} failed (HTTP {response.status}, error id {hidden})")
-                got = response.getheader("Content-Range") or ""
-                if not got.startswith(f"bytes {byte_range.start}-{byte_range.end - 1}/"):
-                    raise GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"S3 answered the ranged GET of {key} ({byte_range.http_range}) with "
-                                       f"Content-Range {got or 'absent'}: the range was not honoured")
-                return body.read_pooled()
-            finally:
-                body.close()
+            data, content_range = self._direct.get_range(key, byte_range.start, byte_range.end)
+        except ClientError as err:
+            raise _answer(self.bucket, key, err) from err
         except httpx.HTTPError as err:
-            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 is unavailable (error id {hidden_failure('s3', f'{where}: {err}')})") from err
+            raise GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 is unavailable (error id {hidden_failure('s3', f'GET {key}: {err}')})") from err
+        _check_content_range(key, byte_range.http_range, content_range, 206, lambda: None)
+        return data
 
-    def presign(self, key: str, byte_range: ByteRange, ttl_s: int, *, counted: bool = True) -> str:
-        """A SigV4 URL for one object and one byte range (Range is a signed header); ``counted``: in
-        ``presigns`` (the URLs handed out; not those of ``get_range``'s own reads)."""
-        self.presigns += counted
-        request = AWSRequest(method="GET", url=f"{self._object_url_prefix}{quote(key, safe='/~')}", headers={"Range": byte_range.http_range})
-        S3SigV4QueryAuth(self._credentials(), "s3", self._region, expires=ttl_s).add_auth(request)
-        return request.url  # type: ignore[no-any-return]
-
-    def _credentials(self) -> Any:
-        """Current credentials (refreshed by botocore when they rotate)."""
-        return self.client._request_signer._credentials.get_frozen_credentials()
+    def presign(self, key: str, byte_range: ByteRange, ttl_s: int) -> str:
+        """A SigV4 URL for one object and one byte range (Range is a signed header)."""
+        self.presigns += 1
+        return self._urls.url(key, ttl_s, headers={"Range": byte_range.http_range})
 
     def pages(self, prefix: str) -> Any:
         """``list_objects_v2`` pages under ``prefix`` (a failure while iterating: 503 ``storage_unavailable``)."""
@@ -166,14 +138,21 @@ class CountsS3:
         return self.objects.presigns
 
 
-def _check_content_range(key: str, byte_range: str, response: dict[str, Any]) -> None:
+def _check_content_range(key: str, byte_range: str, got: str, status: Any, close: Any) -> None:
     """A ranged GET must be answered 206 with the asked range (``Content-Range: bytes a-b/size``): module docstring."""
     asked = byte_range.removeprefix("bytes=")
-    got = response.get("ContentRange") or ""
     if not got.startswith(f"bytes {asked}/"):
-        response["Body"].close()
-        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        close()
         raise GatewayError(
             ErrorCode.CORRUPT_REMOTE_DATA,
             f"S3 answered the ranged GET of {key} ({byte_range}) with HTTP {status} and Content-Range {got or 'absent'}: the range was not honoured",
         )
+
+
+def _answer(bucket: str, key: str, err: ClientError) -> GatewayError:
+    """S3's refusal as the gateway's answer (module docstring): missing, or unavailable."""
+    if str(err.response.get("Error", {}).get("Code", "")) in ("NoSuchKey", "404"):
+        return GatewayError(ErrorCode.CORRUPT_REMOTE_DATA, f"s3://{bucket}/{key} is missing")
+    return GatewayError(ErrorCode.STORAGE_UNAVAILABLE, f"S3 read of {key} failed: {err}")
+
+

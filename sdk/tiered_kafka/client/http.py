@@ -149,11 +149,15 @@ class StdlibTransport(httpx.BaseTransport):
         ``Host``, without building httpx's request and response (``GatewayClient.fetch``'s presigned
         GETs: httpx's URL validation and header models cost more CPU than receiving 8 MiB). The answer's
         status and headers (``http.client``'s), and its body, whose ``close`` must be called."""
+        return self.send("GET", url, headers, timeout_s)
+
+    def send(self, method: str, url: str, headers: dict[str, str], timeout_s: float | None) -> tuple[http.client.HTTPResponse, _Body] | None:
+        """:meth:`get` for any method without a request body (``tiered_kafka_service.s3_direct``'s HEAD)."""
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             return None
         target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
-        return self._exchange("GET", (parts.hostname, parts.port or 80), target, headers, b"", timeout_s, timeout_s)
+        return self._exchange(method, (parts.hostname, parts.port or 80), target, headers, b"", timeout_s, timeout_s)
 
     def _exchange(
         self, method: str, key: tuple[str, int], target: str, headers: dict[str, str], body: bytes, connect_s: float | None, read_s: float | None

@@ -9,11 +9,13 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka_gateway.config import load_settings
 from tiered_kafka_gateway.errors import ErrorCode, GatewayError
 from tiered_kafka_gateway.s3_objects import S3Objects
+from tiered_kafka_service.s3_direct import DirectS3
 from tiered_kafka_service.support import S3Location
 
 pytestmark = pytest.mark.integration
@@ -39,6 +41,15 @@ def test_the_direct_ranged_read_answers_as_get_object_and_names_a_missing_object
         assert missing.value.error is ErrorCode.CORRUPT_REMOTE_DATA and "is missing" in str(missing.value)
         with pytest.raises(GatewayError) as beyond:  # a range past the object's end: 416, not a short answer taken as data
             objects.get_range(key, ByteRange(len(data) + 10, len(data) + 20, 0, 0))
-        assert beyond.value.error is ErrorCode.STORAGE_UNAVAILABLE and "HTTP 416" in str(beyond.value)
+        assert beyond.value.error is ErrorCode.STORAGE_UNAVAILABLE and "(416)" in str(beyond.value), str(beyond.value)
+        # the agent's HEAD on the same direct path (tiered_kafka_service.s3_direct): head_object's answers, ClientError included
+        direct = DirectS3.of(objects.client, s3_bucket, 30)
+        assert direct is not None
+        size, metadata = direct.head(key)
+        assert size == len(data) and metadata == {}
+        with pytest.raises(ClientError) as gone:
+            direct.head("t/c/orders-0/00000000000000000100.log")
+        assert gone.value.response["Error"]["Code"] == "404"
+        direct.close()
     finally:
         objects.close()
