@@ -118,12 +118,14 @@ def adopt_segments(
     report = AdoptReport()
     objects, present_keys = _list(store, wanted)
     logs: dict[tuple[str, int], list[_Object]] = {}
+    registered = 0
     for (topic, partition), found in sorted(objects.items()):
         foreign = []
         for obj in sorted(found, key=lambda o: o.base):
             holder = registry.find(topic, partition, obj.base)
             if holder is not None and holder.object_key == obj.key:
-                foreign.append(obj)  # present: counted as such below, without a HEAD
+                foreign.append(obj)  # present (theirs adopted before, or ours): counted as such below, without a HEAD
+                registered += 1
                 continue
             _, metadata = store.head_metadata(obj.key)
             if not any(name.startswith(META_PREFIX) for name in metadata):
@@ -132,7 +134,8 @@ def adopt_segments(
             logs[(topic, partition)] = foreign
     report.segments = sum(len(v) for v in logs.values())
     mode = "dry run: nothing is written" if dry_run else "adopting"
-    print(f"{report.segments} segment(s) without tk-* metadata in {len(logs)} partition(s) of cluster {store.keyspace.cluster} ({mode})", file=out, flush=True)
+    print(f"{report.segments - registered} segment(s) without tk-* metadata and {registered} registered already in {len(logs)} partition(s) "
+          f"of cluster {store.keyspace.cluster} ({mode})", file=out, flush=True)
     if progress is not None:
         progress.update(0, report.segments)
     lines = _Lines(out, progress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import dataclasses
 import re
 import time
@@ -40,6 +41,8 @@ from tiered_kafka.registry._layout import (
     time_member_tail,
     parse_segment_member,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the SDK does not depend on redis; only type checkers look here
     import redis
@@ -136,8 +139,8 @@ class Registry:
 
         The first conflict or overlap is raised once its batch has run (the entries before it, and
         the others of that batch, are registered; registering them again is a no-op). ``progress``
-        is called with the number of entries done after each batch. Not acknowledged by a replica
-        entry by entry (``_replicated``): bulk writers (rebuild, adoption) can run again."""
+        is called with the number of entries done after each batch. On a Redis Cluster each master's
+        share of a batch is acknowledged by a replica with one WAIT at its end (``_pipelined``)."""
         if batch < 1:
             raise RegistryValueError(f"batch must be >= 1, got {batch!r}")
         out: list[bool] = []
@@ -175,7 +178,8 @@ class Registry:
     def _pipelined(self, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
         """``script`` once per (keys, args) in one pipelined round trip (EVALSHA; loaded first when a
         node lacks it). Redis errors in replies are raised. On a Redis Cluster (whose pipelines refuse
-        scripts) one pipeline per master, on that master's own connection (as ``_replicated``); a call
+        scripts) one pipeline per master, on that master's own connection, ending with one ``WAIT 1``
+        when the slot has a replica (the batch acknowledged as ``_replicated`` acknowledges a write); a call
         whose slot moved meanwhile is handed to the cluster client, which follows it."""
         node_of = getattr(self.client, "get_node_from_key", None)
         if node_of is None:
@@ -187,8 +191,10 @@ class Registry:
         replies: list[Any] = [None] * len(calls)
         rx = _redis_exceptions()
         for node, indexes in groups.values():
+            # the batch acknowledged by a replica with one WAIT at its end, on the same connection (``_replicated``)
+            wait_ms = self.replica_wait_ms if self.replica_wait_ms > 0 and node_of(calls[indexes[0]][0][0], replica=True) is not None else 0
             try:
-                done = self._pipelined_on(self.client.get_redis_connection(node), script, [calls[i] for i in indexes])
+                done = self._pipelined_on(self.client.get_redis_connection(node), script, [calls[i] for i in indexes], wait_ms, node.name)
             except (rx.ConnectionError, rx.TimeoutError, rx.MovedError, rx.AskError, rx.TryAgainError, rx.ClusterDownError):
                 done = [script(keys=calls[i][0], args=calls[i][1]) for i in indexes]
             for i, reply in zip(indexes, done, strict=True):
@@ -196,13 +202,18 @@ class Registry:
         return replies
 
     @staticmethod
-    def _pipelined_on(client: Any, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[Any]:
+    def _pipelined_on(client: Any, script: Any, calls: Sequence[tuple[Sequence[str], Sequence[str]]], wait_ms: int = 0, where: str = "") -> list[Any]:
         for _ in range(2):
             pipe = client.pipeline(transaction=False)
             for keys, args in calls:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
+            if wait_ms > 0:
+                pipe.execute_command("WAIT", 1, wait_ms)
             try:
-                return list(pipe.execute())
+                replies = list(pipe.execute())
+                if wait_ms > 0 and int(replies.pop()) < 1:
+                    log.warning("no replica of %s acknowledged %d registry writes within %d ms: they are on the master only", where, len(calls), wait_ms)
+                return replies
             except Exception as err:
                 rx = _redis_exceptions()
                 if rx is None or not isinstance(err, rx.NoScriptError):
@@ -350,8 +361,8 @@ class Registry:
     def clear_partitions(self, partitions: Sequence[tuple[str, int]]) -> list[int]:
         """:meth:`clear_partition` of each partition, pipelined (rebuild): one round trip reads their
         segment lists, one runs their clear scripts, one unlists them; a partition written to between
-        the read and its script is read and cleared again. Like :meth:`register_many`, not acknowledged
-        by a replica script by script (``_replicated``): a rebuild cut short by a failover runs again."""
+        the read and its script is read and cleared again. On a Redis Cluster each master's batch is
+        acknowledged by a replica with one WAIT at its end (``_pipelined``, ``_replicated``)."""
         out: list[int] = [-1] * len(partitions)
         todo = list(range(len(partitions)))
         with _translated(f"clear {len(partitions)} partitions"):

@@ -10,6 +10,9 @@ it). ``WAIT numreplicas timeout`` blocks until that many replicas have acknowled
 routes a keyless ``WAIT`` to every master. So the two go in one pipeline on the master's own client
 (``get_node_from_key`` / ``get_redis_connection``, public ``RedisCluster`` methods).
 
+- Bulk writes (``Registry.register_many``, ``clear_partitions``: rebuild, adoption, migration) pipeline
+  their scripts per master on its own connection and end each pipeline with one ``WAIT 1``: the batch
+  is acknowledged as a whole (``Registry._pipelined``).
 - Only for ``redis.RedisCluster`` clients whose slot has a replica (after a failover the promoted
   master has none until one is added: nothing to wait for). A plain ``redis.Redis`` runs the script
   alone.

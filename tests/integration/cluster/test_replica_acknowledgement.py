@@ -28,11 +28,13 @@ def wait_calls(redis_cluster: Any, address: str) -> int:
 
 WRITES: dict[str, Callable[[Registry], Any]] = {
     "register": lambda r: r.register(segment_entry(TOPIC, 0, 9)),
+    "register_many": lambda r: r.register_many([segment_entry(TOPIC, 0, 9)]),  # bulk: one WAIT per master's batch
     "record_gap": lambda r: r.record_gap(TOPIC, 0, 10, 19, "deleted before upload"),
     "set_coverage_start": lambda r: r.set_coverage_start(TOPIC, 0, 0),
     "record_expired": lambda r: r.record_expired(TOPIC, 0, 0),
     "add_files": lambda r: r.add_files(segment_entry(TOPIC, 0, 9), ["batchindex"]),
     "delete_segment": lambda r: r.delete_segment(TOPIC, 0, 0),
+    "clear_partitions": lambda r: r.clear_partitions([(TOPIC, 0)]),
     "clear_partition": lambda r: r.clear_partition(TOPIC, 0),
 }
 

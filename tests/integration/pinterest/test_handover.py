@@ -160,7 +160,7 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     spans = list(zip(theirs, [*theirs[1:], their_end]))  # each segment of theirs: base, next offset
     dry = _adopt(config, "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert dry.stdout.startswith(f"{len(theirs)} segment(s) without tk-* metadata in 1 partition(s) of cluster {CLUSTER} (dry run: nothing is written)"), dry.stdout
+    assert dry.stdout.startswith(f"{len(theirs)} segment(s) without tk-* metadata and 0 registered already in 1 partition(s) of cluster {CLUSTER} (dry run: nothing is written)"), dry.stdout
     would = [line.split(": would register ")[0] for line in dry.stdout.splitlines() if ": would register " in line]
     assert would == [f"{TOPIC}-0 segment {b}..{n - 1}" for b, n in spans], dry.stdout  # a line per segment, naming it
     assert f"adopted: {len(theirs)} would be registered, 0 registered already" in dry.stdout and "adopt: segments [" in dry.stderr, dry.stdout + dry.stderr
@@ -191,6 +191,7 @@ def handover(seed: SeedTopic, tmp_path_factory: pytest.TempPathFactory, redis_se
     assert again.returncode == 0, again.stdout + again.stderr
     assert [line for line in again.stdout.splitlines() if line.endswith(": registered already")] == [f"{TOPIC}-0 segment {b}..{n - 1}: registered already" for b, n in spans], again.stdout
     assert f"nothing left to adopt: every one of the {len(theirs)} segment(s) is registered already" in again.stdout, again.stdout
+    assert again.stdout.startswith(f"0 segment(s) without tk-* metadata and {len(theirs)} registered already in 1 partition(s)"), again.stdout
     assert (_objects(s3, bucket), registry.segments(TOPIC, 0), registry.coverage_start(TOPIC, 0)) == registered and registry.gaps(TOPIC, 0) == []
     producer.join(300)
     assert not producer.is_alive() and not producing_errors, producing_errors
@@ -259,7 +260,7 @@ def test_adopt_on_a_keyspace_holding_none_of_their_segments_exits_1_naming_the_p
         assert done.returncode == 1, (extra, done.stdout + done.stderr)
         assert f"no segment without tk-* metadata under {searched} for cluster {CLUSTER} (s3.prefix 'not-their-prefix', {ENTROPY_BITS} entropy bits" in done.stderr, done.stderr
         assert (f", topics {TOPIC})" in done.stderr) == ("--topic" in extra) and "nothing to adopt" in done.stderr, done.stderr
-        assert done.stdout.startswith(f"0 segment(s) without tk-* metadata in 0 partition(s) of cluster {CLUSTER}") and not [line for line in done.stdout.splitlines() if ": would register" in line or ": registered" in line], done.stdout
+        assert done.stdout.startswith(f"0 segment(s) without tk-* metadata and 0 registered already in 0 partition(s) of cluster {CLUSTER}") and not [line for line in done.stdout.splitlines() if ": would register" in line or ": registered" in line], done.stdout
     assert (_objects(s3, handover.bucket), registry.segments(TOPIC, 0), registry.gaps(TOPIC, 0), registry.coverage_start(TOPIC, 0)) == before
 
 
