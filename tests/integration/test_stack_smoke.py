@@ -29,9 +29,11 @@ def run_until_ctrl_c(tmp_path: Path, while_running: Callable[[str], None] = lamb
                 assert process.poll() is None, err_path.read_text(errors="replace")[-2000:]
                 assert time.monotonic() < deadline, "the stack never got to waiting for Ctrl-C"
                 time.sleep(0.5)
-            while_running(out_path.read_text(errors="replace"))
-            process.send_signal(signal.SIGINT)
-            code = process.wait(120)
+            try:
+                while_running(out_path.read_text(errors="replace"))
+            finally:  # a failed check still stops the stack as Ctrl-C does: a SIGKILL would leave its services running
+                process.send_signal(signal.SIGINT)
+                code = process.wait(120)
         finally:
             if process.poll() is None:
                 process.kill()
