@@ -123,20 +123,22 @@ class ListenerContext:
         return listing
 
     async def kafka_offset(self, topic: str, partition: int, which: int, isolation_level: int = 0) -> int | None:
-        """Kafka's earliest (-2) or latest (-1) offset, remembered for WATERMARK_TTL_S; None when
-        Kafka is not read or cannot answer."""
+        """Kafka's earliest (-2) or latest (-1) offset, remembered for WATERMARK_TTL_S; when Kafka cannot
+        answer, the last one it gave (older, never beyond Kafka's: watermarks only grow); None when Kafka is
+        not read or never answered."""
         if self.upstream is None or not reads_kafka(self.mode):
             return None
         key = (topic, partition, which * 2 + isolation_level)
         found = self._watermarks.get(key)
         if found is not None and time.monotonic() - found[0] < WATERMARK_TTL_S:
             return found[1]
+        stale = None if found is None else found[1]
         try:
             error, offset, _ts, _epoch = await self.upstream.list_offset(topic, partition, which, isolation_level)
         except KafkaUpstreamError:
-            return None
+            return stale
         if error:
-            return None
+            return stale
         if len(self._watermarks) > 100_000:
             self._watermarks.clear()
         self._watermarks[key] = (time.monotonic(), offset)

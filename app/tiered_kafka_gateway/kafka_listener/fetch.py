@@ -42,7 +42,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide
+from tiered_kafka.modes import Action, Mode, Source, at_gap, at_remote_end, below_remote_start, decide, reads_kafka
 from tiered_kafka.read_plan import ByteRange
 from tiered_kafka.registry import PartitionInfo
 from tiered_kafka.transactions import decided_by
@@ -292,6 +292,8 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
         limit = 1 if first_data else 0
     if limit == 0:  # the response is full: this partition waits for the next Fetch, as Kafka's does
         hw = await _high_watermark(ctx, topic, partition, info)
+        if hw is None:
+            return _unknown_end(slot)
         slot.data = partition_data(slot, hw=hw, lso=stable_end if stable_end is not None else hw, log_start=info.earliest_offset,
                                    aborted=[] if committed else None)
         return 0
@@ -307,6 +309,8 @@ async def _decide_and_read(ctx: ListenerContext, slot: Slot, committed: bool, bu
         slot.data = partition_data(slot, kafka_errors.OFFSET_OUT_OF_RANGE, log_start=gap.end_offset + 1)
         return 0
     hw = await _high_watermark(ctx, topic, partition, info)
+    if hw is None:
+        return _unknown_end(slot)
     lso = stable_end if stable_end is not None else hw
     slot.data = partition_data(slot, hw=hw, lso=lso, log_start=info.earliest_offset, records=read.chunks, aborted=read.aborted)
     ctx.metrics.bytes.labels(ctx.name, "out", "remote").inc(read.size)
@@ -329,6 +333,9 @@ async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_
         if meta is None or not meta[1] or slot.offset >= meta[0]:
             return None
         stop = meta[0]
+    hw = await _high_watermark(ctx, slot.topic, slot.partition, info)
+    if hw is None:
+        return None  # the slow path answers the partition (``_unknown_end``)
     data = ctx.ahead.take(slot.topic, slot.partition, slot.offset)
     if data is None:
         return None
@@ -338,7 +345,6 @@ async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_
         return None
     if size < len(data):
         ctx.ahead.put(slot.topic, slot.partition, next_offset, data[size:])
-    hw = await _high_watermark(ctx, slot.topic, slot.partition, info)
     slot.info = info
     slot.data = partition_data(slot, hw=hw, lso=stop if stop is not None else hw, log_start=info.earliest_offset, records=[data[:size]],
                                aborted=[] if committed else None)
@@ -346,10 +352,23 @@ async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_
     return size
 
 
-async def _high_watermark(ctx: ListenerContext, topic: str, partition: int, info: PartitionInfo | None) -> int:
+async def _high_watermark(ctx: ListenerContext, topic: str, partition: int, info: PartitionInfo | None) -> int | None:
+    """The partition's high watermark for an answer from S3: Kafka's (``ListenerContext.kafka_offset``) where the
+    mode reads Kafka, else remote storage's end; None when the mode reads Kafka and Kafka's has never been
+    answered: the remote end would tell a client at it that it reached the log's end (librdkafka's
+    partition EOF: ``kcat -e`` stopped there once under load), silently short of Kafka's records."""
     remote_end = info.latest_offset + 1 if info is not None and not info.is_empty else 0
     kafka_end = await ctx.kafka_offset(topic, partition, -1)
+    if kafka_end is None and ctx.upstream is not None and reads_kafka(ctx.mode):
+        return None
     return max(remote_end, kafka_end or 0)
+
+
+def _unknown_end(slot: Slot) -> int:
+    """Answer the partition KAFKA_STORAGE_ERROR (retriable: clients fetch again after a backoff) when its high
+    watermark is unknown (``_high_watermark``); nothing read is given out."""
+    slot.data = partition_data(slot, kafka_errors.KAFKA_STORAGE_ERROR)
+    return 0
 
 
 def _remote_end(ctx: ListenerContext, slot: Slot, info: PartitionInfo | None, committed: bool, stable_end: int | None = None) -> int:

@@ -63,6 +63,9 @@ def test_the_coverage_page_names_the_listener_and_its_kcat_command_reads_the_top
     assert found is not None, page[:2000]
     assert found[1] == tiered.listener and "PLAINTEXT" in page
     command = shlex.split(html.unescape(found[2]))
+    shown = command[command.index("-t") + 1]  # the page's first topic (other tests of the package add topics)
+    assert f'data-topic="{shown}"' in page, shown
+    command[command.index("-t") + 1] = TOPIC  # the same command for the topic whose records are known
     out = subprocess.run([*command, "-f", "%p %o\\n", "-q"], capture_output=True, timeout=120, check=True).stdout  # values may be binary
     offsets = sorted(tuple(map(int, line.split())) for line in out.decode().splitlines() if line.strip())
     assert offsets == [(p, o) for p in range(len(PRODUCED)) for o in range(len(PRODUCED[p]))]

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tests.integration.spark.conftest import read_options
+from tests.support.kafka_clients import wait_transactions_decided
 from tests.support.stack_env import TieredStack, create_tiered_topic
 from tiered_kafka.format.record_batch import iter_batches
 from tiered_kafka.spark.datasource import TieredKafkaPushdownReader
@@ -235,7 +236,12 @@ def txn_segments(stack: TieredStack) -> list[tuple[Segment, tuple[int, ...]]]:
     produce(plain, "middle", 3, 60)
     committing.commit_transaction(30)
     aborting.abort_transaction(30)
-    produce(plain, "after", 3, 60)
+    wait_transactions_decided(stack.bootstrap, TXN_TOPIC)  # the markers are written after the calls return
+    marked = max(int(f.stem) for f in (stack.log_dir / f"{TXN_TOPIC}-0").glob("*.log"))  # the active segment holds them
+    deadline = time.monotonic() + 60
+    while max(int(f.stem) for f in (stack.log_dir / f"{TXN_TOPIC}-0").glob("*.log")) == marked:  # window 3 until it rolls
+        assert time.monotonic() < deadline, "the segment holding the markers never rolled"
+        produce(plain, "after", 3, 20)
     produce(plain, "late", 1, 10)
     produce(plain, "roll", 5, 60)
     stack.wait_uploaded(TXN_TOPIC)

@@ -79,3 +79,44 @@ def test_the_list_equals_every_aborted_transaction_overlapping_the_records(seed:
     source = layout(txns, 30)
     found = aborted_overlapping(source, "t", 0, first, first + length)  # type: ignore[arg-type]
     assert sorted(found, key=lambda t: (t["ProducerId"], t["FirstOffset"])) == expected(txns, first, first + length)
+
+
+def test_the_high_watermark_of_an_answer_from_s3_is_never_the_remote_end_when_kafka_is_unknown() -> None:
+    """fetch._high_watermark: Kafka's log end (cached), its last known one when Kafka fails, and None (the partition
+    answered KAFKA_STORAGE_ERROR, retriable) when Kafka never answered: the remote end would be a false end of log."""
+    import asyncio
+
+    from tiered_kafka.modes import Mode
+    from tiered_kafka.registry import PartitionInfo
+    from tiered_kafka_gateway.kafka_listener import context as context_module
+    from tiered_kafka_gateway.kafka_listener.context import ListenerContext
+    from tiered_kafka_gateway.kafka_listener.fetch import _high_watermark
+    from tiered_kafka_gateway.kafka_listener.settings import KafkaListenerSettings
+    from tiered_kafka_gateway.kafka_listener.upstream import KafkaUpstreamError
+
+    class Upstream:
+        answers: list[object] = []
+
+        async def list_offset(self, topic: str, partition: int, which: int, isolation_level: int) -> tuple[int, int, int, int]:
+            answer = self.answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return 0, int(answer), -1, -1  # type: ignore[call-overload]
+
+    info = PartitionInfo(0, 1499, 3, 300, 0)  # remote storage ends at 1500
+    for mode, kafka_read in ((Mode.REMOTE_PREFERRED, True), (Mode.REMOTE_ONLY, False)):
+        upstream = Upstream()
+        ctx = ListenerContext("c", None, KafkaListenerSettings(port=0, mode=mode), upstream, None, None, None)  # type: ignore[arg-type]
+        if not kafka_read:
+            assert asyncio.run(_high_watermark(ctx, "t", 0, info)) == 1500  # remote only: the remote end is the log end
+            continue
+        upstream.answers = [KafkaUpstreamError("down")]
+        assert asyncio.run(_high_watermark(ctx, "t", 0, info)) is None  # never answered: unknown, not 1500
+        upstream.answers = [1800]
+        assert asyncio.run(_high_watermark(ctx, "t", 0, info)) == 1800
+        context_module.WATERMARK_TTL_S, ttl = 0.0, context_module.WATERMARK_TTL_S
+        try:
+            upstream.answers = [KafkaUpstreamError("down again")]
+            assert asyncio.run(_high_watermark(ctx, "t", 0, info)) == 1800  # Kafka's last answer, not the remote end
+        finally:
+            context_module.WATERMARK_TTL_S = ttl
