@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import dataclasses
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -38,8 +38,8 @@ from tiered_kafka.registry._layout import (
     gap_member,
     partition_index_member,
     parse_gap_member,
-    time_member_tail,
     parse_segment_member,
+    time_member_tail,
 )
 
 log = logging.getLogger(__name__)
