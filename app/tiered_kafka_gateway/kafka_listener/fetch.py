@@ -356,7 +356,7 @@ async def _high_watermark(ctx: ListenerContext, topic: str, partition: int, info
     """The partition's high watermark for an answer from S3: Kafka's (``ListenerContext.kafka_offset``) where the
     mode reads Kafka, else remote storage's end; None when the mode reads Kafka and Kafka's has never been
     answered: the remote end would tell a client at it that it reached the log's end (librdkafka's
-    partition EOF: ``kcat -e`` stopped there once under load), silently short of Kafka's records."""
+    partition EOF, which ``kcat -e`` exits on), silently short of Kafka's records."""
     remote_end = info.latest_offset + 1 if info is not None and not info.is_empty else 0
     kafka_end = await ctx.kafka_offset(topic, partition, -1)
     if kafka_end is None and ctx.upstream is not None and reads_kafka(ctx.mode):
