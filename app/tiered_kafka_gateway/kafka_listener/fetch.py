@@ -333,14 +333,12 @@ async def _from_read_ahead(ctx: ListenerContext, slot: Slot, budget: int, first_
         if meta is None or not meta[1] or slot.offset >= meta[0]:
             return None
         stop = meta[0]
-    hw = await _high_watermark(ctx, slot.topic, slot.partition, info)
-    if hw is None:
-        return None  # the slow path answers the partition (``_unknown_end``)
     data = ctx.ahead.take(slot.topic, slot.partition, slot.offset)
     if data is None:
         return None
     size, next_offset = split(data, max(limit, 1), stop)
-    if size == 0:
+    hw = await _high_watermark(ctx, slot.topic, slot.partition, info) if size else None
+    if hw is None:  # nothing whole within the bound, or Kafka's end unknown: the slow path answers (``_unknown_end``)
         ctx.ahead.put(slot.topic, slot.partition, slot.offset, data)
         return None
     if size < len(data):
